@@ -1,0 +1,200 @@
+"""``moe-core``: list plugins, explain a selection, diagnose the install, run a layer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Sequence
+
+from moe_core.errors import MoECoreError
+
+
+def _layer_args(p: argparse.ArgumentParser) -> None:
+    from moe_core.presets import MODELS
+    from moe_core.quant import SCHEMES
+    from moe_core.platform import PRESETS
+
+    g = p.add_argument_group("layer")
+    g.add_argument("--preset", choices=sorted(MODELS), default="qwen3-30b-a3b", help="model whose MoE layer to describe")
+    g.add_argument("--experts", type=int, help="override the number of experts")
+    g.add_argument("--top-k", type=int, help="override top-k")
+    g.add_argument("--hidden", type=int, help="override the hidden size")
+    g.add_argument("--intermediate", type=int, help="override the intermediate size")
+    g.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16")
+    g.add_argument("--activation", choices=["silu", "gelu"], default="silu")
+    g.add_argument("--scheme", choices=[s.name for s in SCHEMES], default="unquantized", help="quantization scheme")
+    g.add_argument("--swiglu-limit", type=float, help="SwiGLU clamp limit")
+    g.add_argument("--lora", action="store_true", help="LoRA adapters on the experts")
+    g.add_argument("--batched", action="store_true", help="batched-experts activation format")
+    g.add_argument("--ep", type=int, default=1, help="expert-parallel size")
+    g.add_argument("--backend", default="auto", help="request a backend by name")
+    g.add_argument("--platform", choices=sorted(PRESETS), help="simulate a platform instead of detecting this one")
+
+
+def _config(args):
+    import torch
+
+    from moe_core.config import MoEConfig, ParallelConfig
+    from moe_core.presets import model
+
+    base = model(args.preset)
+    return MoEConfig(
+        num_experts=args.experts or base.num_experts,
+        top_k=args.top_k or base.top_k,
+        hidden_size=args.hidden or base.hidden_size,
+        intermediate_size=args.intermediate or base.intermediate_size,
+        dtype=getattr(torch, args.dtype),
+        activation=args.activation,
+        swiglu_limit=args.swiglu_limit,
+        lora_enabled=args.lora,
+        moe_backend=args.backend,
+        parallel=ParallelConfig(ep_size=args.ep, use_batched_activation_format=args.batched),
+    )
+
+
+def _platform(args):
+    from moe_core.platform import preset
+
+    return preset(args.platform) if args.platform else None
+
+
+def cmd_list(args) -> int:
+    from moe_core.registry import default_registry
+
+    reg = default_registry()
+    if args.json:
+        print(json.dumps({
+            "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version, "status": p.status.value, "error": p.error} for p in reg.plugins],
+            "backends": [{"name": s.name, "family": s.family, "plugin": s.plugin, "priority": s.priority,
+                          "family_priorities": {f.value: v for f, v in s.family_priorities},
+                          "formats": sorted(f.value for f in s.formats), "devices": sorted(d.value for d in s.devices),
+                          "quant_families": sorted(f.value for f in s.quant_families), "auto_select": s.auto_select,
+                          "description": s.description} for s in reg.specs.values()],
+        }, indent=2))
+        return 0
+    print("Plugins:")
+    for p in reg.plugins:
+        err = f"  ({p.error})" if p.error else ""
+        print(f"  {p.name:<20} {p.distribution} {p.version}  [{p.status.value}]{err}")
+    print("Backends (higher priority is preferred):")
+    for s in sorted(reg.specs.values(), key=lambda s: (-s.priority, s.name)):
+        fams = ",".join(sorted(f.value for f in s.quant_families))
+        manual = " manual-only" if not s.auto_select else ""
+        print(f"  {s.name:<22} prio {s.priority:<5} family {s.family:<10} plugin {s.plugin:<12} schemes {fams}{manual}")
+        if s.description:
+            print(f"      {s.description}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from moe_core.quant import scheme
+    from moe_core.resolver import select
+
+    sch = scheme(args.scheme)
+    selection = select(_config(args), sch.weight_key, sch.activation_key, platform=_platform(args))
+    print(json.dumps(selection.to_dict(), indent=2) if args.json else selection.explain())
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    import torch
+
+    from moe_core.platform import OPTIONAL_PACKAGES
+    from moe_core.registry import PluginStatus, default_registry
+    from moe_core.resolver import current_platform
+
+    plat = current_platform()
+    reg = default_registry()
+    print(f"platform: {plat.describe()}")
+    print(f"torch: {torch.__version__}")
+    for pkg in OPTIONAL_PACKAGES:
+        print(f"  optional package {pkg:<11} {'importable' if plat.has_package(pkg) else 'missing'}")
+    bad = [p for p in reg.plugins if p.status is not PluginStatus.LOADED]
+    print(f"plugins: {len(reg.plugins)} ({len(bad)} not loaded), backends: {len(reg.specs)}")
+    for p in reg.plugins:
+        print(f"  {p.name:<20} {p.distribution} {p.version}  [{p.status.value}]" + (f": {p.error}" if p.error else ""))
+    problems = reg.problems
+    if problems:
+        print("plugin problems:")
+        for pr in problems:
+            print(f"  {pr}")
+    failed = [p for p in bad if p.status is PluginStatus.FAILED]
+    print("status: " + ("problems found (see above)" if failed or problems else "ok"))
+    return 1 if failed or problems else 0
+
+
+def cmd_run(args) -> int:
+    """The main job: select a backend for the layer and run one forward on random inputs."""
+    import torch
+
+    from moe_core.layer import MoELayer
+    from moe_core.presets import random_layer
+    from moe_core.quant import scheme
+    from moe_core.routing import Routing
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg = _config(args)
+    sch = scheme(args.scheme)
+    print(f"building a random {args.preset} layer ({sch.name}) on {device} ...", flush=True)
+    weights = random_layer(cfg, sch, device=device, seed=args.seed)
+    layer = MoELayer(cfg, weights, sch.weight_key, sch.activation_key, platform=_platform(args))
+    print(layer.selection.explain())
+    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
+    x = torch.randn(args.tokens, cfg.hidden_size, generator=gen).to(device=device, dtype=cfg.dtype)
+    routing = Routing.from_logits(torch.randn(args.tokens, cfg.num_experts, generator=gen).to(device), cfg.top_k)
+    layer(x, routing)  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = layer(x, routing)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    checksum = out.float().sum().item()
+    print(f"output {tuple(out.shape)} {out.dtype}: checksum {checksum:.6f}, mean |y| {out.float().abs().mean().item():.6f}, "
+          f"time {elapsed * 1e3:.2f} ms on {device} via {layer.backend}")
+    if not torch.isfinite(out).all():
+        print("error: the output has NaN or inf", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moe-core", description="Ranked, explained fused-MoE kernel selection.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log selection decisions (INFO) and rejections (DEBUG with -vv)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("list", help="plugins, backends, priorities and load status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+    p = sub.add_parser("explain", help="which backend would run a layer, and why")
+    _layer_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_explain)
+    p = sub.add_parser("doctor", help="platform, optional packages, plugin load errors")
+    p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("run", help="select and run one forward of a random layer")
+    _layer_args(p)
+    p.add_argument("--tokens", type=int, default=16)
+    p.add_argument("--device", choices=["cpu", "cuda"])
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import logging
+
+    args = build_parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except MoECoreError as exc:
+        print(f"moe-core: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The plugin author's manual: pluggy hook specifications of moe-core.
+
+A plugin is a module (or any object) with functions marked ``@hookimpl``. Packaged plugins are
+found through the ``moe_core.plugins`` entry-point group; code that is not packaged calls
+``moe_core.registry.default_registry().register(obj, name=...)``. Minimal plugin::
+
+    from moe_core import BackendSpec, Support, hookimpl, schemes
+
+    @hookimpl
+    def moe_core_backends():
+        return [BackendSpec(name="acme", family="acme", priority=500,
+                            schemes=[schemes.scheme("unquantized")],
+                            kernel="acme_moe.kernel:AcmeKernel")]
+
+    @hookimpl
+    def moe_core_supports(backend, config, platform):
+        if backend.name != "acme":
+            return None            # not ours: no opinion
+        if not platform.has_capability(9, 0):
+            return Support.no("needs sm_90+")
+        return Support.yes()
+
+Hook implementations may accept any subset of a hook's arguments (pluggy passes them by name).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pluggy
+
+PROJECT = "moe_core"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def moe_core_backends() -> "Sequence[BackendSpec]":  # noqa: F821
+    """Return the :class:`~moe_core.spec.BackendSpec` objects this plugin provides.
+
+    Called once when the plugin is registered. Return a list (possibly empty). Each name must be
+    unique across all installed plugins: when two plugins claim one name, the plugin whose
+    (distribution, plugin name) sorts first keeps it, and the other's spec is dropped and
+    reported by ``moe-core doctor`` naming both distributions. Must be cheap: no GPU work, no
+    import of heavy kernel libraries (point ``kernel`` at ``"module:Class"`` so it is imported
+    only when selected).
+    """
+
+
+@hookspec
+def moe_core_supports(backend, config, weight_key, activation_key, activation_format, platform) -> "Support | None":  # noqa: F821
+    """Say whether ``backend`` can run this layer; return a :class:`~moe_core.support.Support` or None.
+
+    Called for every candidate backend, on every plugin:
+
+    * the plugin that registered ``backend`` answers for it (compute capability, dtypes, sizes
+      the kernel cannot handle, ...); return ``Support.no(reason, ...)`` with reasons a user can act on;
+    * every other plugin returns ``None`` (no opinion) or may **veto** with ``Support.no(reason)``:
+      a site policy or a vendor's known-bad configuration. Returning ``Support.yes()`` for a
+      backend that is not yours adds nothing: one veto is enough to reject.
+
+    The core has already checked the declaration (scheme, formats, devices, required packages,
+    LoRA, SwiGLU clamp, expert map); do not repeat those checks. Arguments: ``backend`` (the
+    BackendSpec), ``config`` (MoEConfig), ``weight_key`` / ``activation_key`` (QuantKey or None
+    for unquantized), ``activation_format`` (ActivationFormat), ``platform`` (Platform, possibly
+    simulated: never query the real GPU here). Must be deterministic and cheap: answers are
+    cached. An exception or a non-Support return value counts as "not supported", with the error
+    as the reason, and is reported by ``moe-core doctor``; it never breaks selection.
+    """

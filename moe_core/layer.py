@@ -1,0 +1,83 @@
+"""MoELayer: selection + weight preparation + apply, with logged run-time shape fallback."""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+import torch
+
+from moe_core.config import MoEConfig
+from moe_core.errors import MoECoreError
+from moe_core.kernel import MoEKernel
+from moe_core.platform import Platform
+from moe_core.quant import QuantKey
+from moe_core.registry import Registry, default_registry
+from moe_core.resolver import select
+from moe_core.routing import BatchedRouting, Routing
+from moe_core.selection import Selection
+from moe_core.weights import ExpertWeights
+
+logger = logging.getLogger("moe_core")
+
+
+class ShapeFallbackExhaustedError(MoECoreError, RuntimeError):
+    """Every eligible backend refused the run-time shape."""
+
+
+class MoELayer:
+    """Runs one MoE layer on the selected backend.
+
+    Weights are prepared once for the selected kernel. When that kernel's ``check_shapes``
+    refuses an input, the next eligible backend of the selection (in rank order) runs it; the
+    switch is logged at WARNING, and that backend's weights are prepared on first use.
+    """
+
+    def __init__(
+        self,
+        config: MoEConfig,
+        weights: ExpertWeights,
+        weight_key: QuantKey | None = None,
+        activation_key: QuantKey | None = None,
+        *,
+        platform: Platform | None = None,
+        registry: Registry | None = None,
+        environ: Mapping[str, str] | None = None,
+    ):
+        self.registry = default_registry() if registry is None else registry
+        self.selection: Selection = select(config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ)
+        self.config = config
+        self._raw = weights
+        self._kernels: dict[str, tuple[MoEKernel, ExpertWeights]] = {}
+        self._kernel(self.selection.name)
+
+    def _kernel(self, name: str) -> tuple[MoEKernel, ExpertWeights]:
+        if name not in self._kernels:
+            spec = self.registry.specs[name]
+            q = self.selection.query
+            kernel = spec.load_kernel()(self.config, q.weight_key, q.activation_key)
+            self._kernels[name] = (kernel, kernel.prepare_weights(self._raw))
+        return self._kernels[name]
+
+    @property
+    def backend(self) -> str:
+        return self.selection.name
+
+    def __call__(
+        self,
+        hidden_states: torch.Tensor,
+        routing: Routing | BatchedRouting,
+        *,
+        expert_map: torch.Tensor | None = None,
+        apply_router_weight_on_input: bool = False,
+    ) -> torch.Tensor:
+        refusals = []
+        for name in (self.selection.name, *self.selection.fallbacks):
+            kernel, weights = self._kernel(name)
+            verdict = kernel.check_shapes(hidden_states, routing)
+            if verdict.ok:
+                if refusals:
+                    logger.warning("MoE backend fallback to %s: %s", name, "; ".join(refusals))
+                return kernel.apply(hidden_states, weights, routing, expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input)
+            refusals.append(f"{name} refused shape {tuple(hidden_states.shape)}: {verdict.explain()}")
+        raise ShapeFallbackExhaustedError("no eligible MoE backend accepts this input: " + "; ".join(refusals))

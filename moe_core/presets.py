@@ -1,0 +1,79 @@
+"""Model presets: MoE layer shapes of well-known models, and random layers for demos and tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+
+from moe_core.config import MoEConfig
+from moe_core.errors import InvalidConfigError
+from moe_core.quant import QuantScheme, QuantDtype
+from moe_core.quantization.qtensor import quantize
+from moe_core.weights import ExpertWeights, quantize_experts
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """The MoE layer of one model: experts, top-k, hidden and intermediate sizes."""
+
+    name: str
+    num_experts: int
+    top_k: int
+    hidden_size: int
+    intermediate_size: int
+
+    def config(self, **overrides) -> MoEConfig:
+        fields = dict(num_experts=self.num_experts, top_k=self.top_k, hidden_size=self.hidden_size, intermediate_size=self.intermediate_size)
+        fields.update(overrides)
+        return MoEConfig(**fields)
+
+
+MODELS: dict[str, ModelPreset] = {
+    p.name: p
+    for p in (
+        ModelPreset("qwen3-30b-a3b", 128, 8, 2048, 768),
+        ModelPreset("mixtral-8x7b", 8, 2, 4096, 14336),
+        ModelPreset("deepseek-v3", 256, 8, 7168, 2048),
+        ModelPreset("gpt-oss-20b", 32, 4, 2880, 2880),
+        ModelPreset("tiny", 8, 2, 128, 256),
+    )
+}
+
+
+def model(name: str) -> ModelPreset:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise InvalidConfigError(f"unknown model preset {name!r}; valid presets: {', '.join(MODELS)}") from None
+
+
+def random_layer(config: MoEConfig, scheme: QuantScheme, *, device: str | torch.device = "cpu", seed: int = 0, calibration_tokens: int = 64) -> ExpertWeights:
+    """Random expert weights for ``config`` quantized into ``scheme`` (static activation scales calibrated).
+
+    Weights are drawn so that layer outputs have roughly unit scale. Static activation scales
+    (per-tensor fp8) are the amax of a random calibration batch of unit-variance activations,
+    with 2x headroom.
+    """
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    e, h, i = config.local_num_experts, config.hidden_size, config.intermediate_size
+    w13 = torch.randn(e, 2 * i, h, generator=gen) / h**0.5
+    w2 = torch.randn(e, h, i, generator=gen) / i**0.5
+    if scheme.weight_key is None:
+        weights = ExpertWeights(w13.to(config.dtype), w2.to(config.dtype))
+    else:
+        weights = quantize_experts(w13, w2, scheme.weight_key)
+    akey = scheme.activation_key
+    if akey is not None and akey.static:
+        if akey.dtype is not QuantDtype.FP8_E4M3:
+            raise InvalidConfigError(f"static activation calibration is implemented for fp8 only, not {akey}")
+        sample = torch.randn(calibration_tokens, h, generator=gen)
+        a13 = quantize(sample, akey).scale * 2
+        a2 = torch.full((1, 1), 2.0 * 4.0 / 448.0)  # gated activations of unit-scale inputs stay well under 4
+        weights = replace(weights, a13_scale=a13, a2_scale=a2)
+    return _to_device(weights, device)
+
+
+def _to_device(weights: ExpertWeights, device) -> ExpertWeights:
+    tensors = {f.name: getattr(weights, f.name) for f in fields(weights) if isinstance(getattr(weights, f.name), torch.Tensor)}
+    return replace(weights, **{k: v.to(device) for k, v in tensors.items()})

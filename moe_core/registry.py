@@ -1,0 +1,284 @@
+"""The registry: plugins found through entry points or registered in-process, isolated from each other.
+
+A plugin that fails to import, whose hook raises, or that returns garbage is recorded (with its
+distribution name, version and error), warned about once, shown by ``moe-core doctor``, and never
+breaks selection among the others.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import threading
+from dataclasses import dataclass, replace
+from importlib import metadata
+from typing import Any, Iterable, Mapping
+
+import pluggy
+
+from moe_core import hookspecs
+from moe_core.env import EnvSettings
+from moe_core.spec import BackendSpec, SupportQuery
+from moe_core.support import Support
+
+logger = logging.getLogger("moe_core")
+
+ENTRY_POINT_GROUP = "moe_core.plugins"
+IN_PROCESS = "<in-process>"
+BUILTIN_PLUGIN = "reference"
+BUILTIN_MODULE = "moe_core.reference.plugin"
+
+
+class PluginStatus(enum.Enum):
+    LOADED = "loaded"
+    FAILED = "failed"  # import or registration raised
+    DENIED = "denied"  # MOE_CORE_PLUGINS_DENY: never imported
+    NOT_ALLOWED = "not allowed"  # MOE_CORE_PLUGINS_ALLOW set and this plugin is not in it
+
+
+@dataclass(frozen=True)
+class PluginRecord:
+    """One plugin as the registry saw it."""
+
+    name: str
+    distribution: str
+    version: str
+    status: PluginStatus
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PluginProblem:
+    """A misbehaviour of a loaded plugin (hook raised, returned garbage, name clash)."""
+
+    plugin: str
+    distribution: str
+    version: str
+    stage: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.plugin} ({self.distribution} {self.version}) [{self.stage}]: {self.message}"
+
+
+_registry_ids = itertools.count(1)
+
+
+class Registry:
+    """Backends and the plugins that provide them.
+
+    ``version`` changes whenever the set of plugins or backends changes, so that cached selections
+    are never served from a stale registry.
+    """
+
+    def __init__(self, *, autoload: bool | None = None, environ: Mapping[str, str] | None = None, builtin: bool = True):
+        self.id = next(_registry_ids)
+        self.version = 0
+        self._settings = EnvSettings.from_environ(environ)
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._records: dict[str, PluginRecord] = {}
+        self._declared: dict[str, tuple[BackendSpec, ...]] = {}
+        self._specs: dict[str, BackendSpec] = {}
+        self._problems: dict[tuple[str, str, str], PluginProblem] = {}
+        self._lock = threading.RLock()
+        if builtin:
+            import importlib
+
+            self.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN_PLUGIN, distribution="moe-core", version=_dist_version("moe-core"))
+        if self._settings.autoload if autoload is None else autoload:
+            self.load_entry_points()
+
+    # ------------------------------------------------------------------ loading
+    def load_entry_points(self) -> None:
+        """Import and register every plugin of the ``moe_core.plugins`` entry-point group."""
+        for ep in sorted(_entry_points(), key=lambda e: e.name):
+            dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
+            version = ep.dist.version if ep.dist is not None else "?"
+            if ep.name in self._records:
+                continue
+            status = self._filter(ep.name, dist)
+            if status is not None:
+                self._records[ep.name] = PluginRecord(ep.name, dist, version, status)
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # noqa: BLE001 - isolation is the point
+                self._fail(ep.name, dist, version, "import", exc)
+                continue
+            self.register(obj, name=ep.name, distribution=dist, version=version)
+
+    def _filter(self, name: str, dist: str) -> PluginStatus | None:
+        names = {name.lower(), dist.lower()}
+        if names & set(self._settings.deny):
+            return PluginStatus.DENIED
+        if self._settings.allow is not None and not names & set(self._settings.allow):
+            return PluginStatus.NOT_ALLOWED
+        return None
+
+    def register(self, plugin: Any, *, name: str, distribution: str = IN_PROCESS, version: str = "") -> None:
+        """Register a plugin object (a module or any object with ``@hookimpl`` functions)."""
+        with self._lock:
+            if name in self._records and self._records[name].status is PluginStatus.LOADED:
+                raise ValueError(f"a plugin named {name!r} is already registered; unregister it first")
+            try:
+                self._pm.register(plugin, name=name)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(name, distribution, version, "register", exc)
+                return
+            self._records[name] = PluginRecord(name, distribution, version, PluginStatus.LOADED)
+            self._declared[name] = self._collect_specs(name, distribution, version)
+            self._rebuild()
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin and its backends."""
+        with self._lock:
+            if name not in self._records:
+                raise KeyError(f"no plugin named {name!r}; registered: {', '.join(sorted(self._records))}")
+            if self._pm.has_plugin(name):
+                self._pm.unregister(name=name)
+            del self._records[name]
+            self._declared.pop(name, None)
+            self._problems = {k: v for k, v in self._problems.items() if v.plugin != name}
+            self._rebuild()
+
+    def _collect_specs(self, name: str, dist: str, version: str) -> tuple[BackendSpec, ...]:
+        impls = [i for i in self._pm.hook.moe_core_backends.get_hookimpls() if i.plugin_name == name]
+        specs: list[BackendSpec] = []
+        for impl in impls:
+            try:
+                returned = impl.function()
+            except Exception as exc:  # noqa: BLE001
+                self._problem(name, dist, version, "moe_core_backends", f"raised {type(exc).__name__}: {exc}")
+                continue
+            if returned is None:
+                continue
+            items = returned if isinstance(returned, (list, tuple)) else [returned]
+            for item in items:
+                if not isinstance(item, BackendSpec):
+                    self._problem(name, dist, version, "moe_core_backends", f"returned {type(item).__name__} {item!r:.80}, not a BackendSpec")
+                    continue
+                specs.append(replace(item, plugin=name))
+        return tuple(specs)
+
+    def _rebuild(self) -> None:
+        """Recompute the backend table; name clashes go to the plugin sorting first."""
+        self._problems = {k: v for k, v in self._problems.items() if v.stage != "name clash"}
+        owners = sorted(self._declared, key=lambda p: (self._records[p].distribution, p))
+        specs: dict[str, BackendSpec] = {}
+        for plugin in owners:
+            for spec in self._declared[plugin]:
+                kept = specs.get(spec.name)
+                if kept is None:
+                    specs[spec.name] = spec
+                    continue
+                winner, loser = self._records[kept.plugin], self._records[plugin]
+                self._problem(
+                    plugin, loser.distribution, loser.version, "name clash",
+                    f"backend {spec.name!r} is already registered by plugin {winner.name!r} of distribution "
+                    f"{winner.distribution!r}; this plugin's spec is ignored (the plugin whose distribution sorts first keeps the name)",
+                )
+        self._specs = dict(sorted(specs.items()))
+        self.version += 1
+
+    # ------------------------------------------------------------------ problems
+    def _fail(self, name: str, dist: str, version: str, stage: str, exc: BaseException) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        self._records[name] = PluginRecord(name, dist, version, PluginStatus.FAILED, f"[{stage}] {message}")
+        logger.warning("moe-core plugin %r (%s %s) failed at %s and is ignored: %s", name, dist, version, stage, message)
+        self.version += 1
+
+    def _problem(self, plugin: str, dist: str, version: str, stage: str, message: str) -> None:
+        key = (plugin, stage, message)
+        if key not in self._problems:
+            self._problems[key] = PluginProblem(plugin, dist, version, stage, message)
+            logger.warning("moe-core plugin %r (%s %s) misbehaved in %s: %s", plugin, dist, version, stage, message)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def specs(self) -> Mapping[str, BackendSpec]:
+        """Registered backends by name (sorted by name)."""
+        return self._specs
+
+    @property
+    def plugins(self) -> tuple[PluginRecord, ...]:
+        return tuple(self._records[k] for k in sorted(self._records))
+
+    @property
+    def problems(self) -> tuple[PluginProblem, ...]:
+        return tuple(self._problems.values())
+
+    @property
+    def families(self) -> set[str]:
+        return {s.family for s in self._specs.values()}
+
+    def get(self, name: str) -> BackendSpec | None:
+        return self._specs.get(name)
+
+    def supports(self, spec: BackendSpec, query: SupportQuery) -> Support:
+        """Declared checks, then the owner's answer and every other plugin's veto."""
+        declared = spec.declared_reasons(query)
+        if declared:
+            return Support.no(*declared)
+        kwargs = {
+            "backend": spec,
+            "config": query.config,
+            "weight_key": query.weight_key,
+            "activation_key": query.activation_key,
+            "activation_format": query.activation_format,
+            "platform": query.platform,
+        }
+        result = Support.yes()
+        for impl in sorted(self._pm.hook.moe_core_supports.get_hookimpls(), key=lambda i: i.plugin_name):
+            record = self._records[impl.plugin_name]
+            try:
+                answer = impl.function(**{a: kwargs[a] for a in impl.argnames})
+            except Exception as exc:  # noqa: BLE001
+                message = f"raised {type(exc).__name__}: {exc}"
+                self._problem(record.name, record.distribution, record.version, "moe_core_supports", message)
+                result = result & Support.no(f"plugin {record.name!r} {message}")
+                continue
+            if answer is None:
+                continue
+            if not isinstance(answer, Support):
+                message = f"returned {type(answer).__name__} {answer!r:.80}, not a Support"
+                self._problem(record.name, record.distribution, record.version, "moe_core_supports", message)
+                result = result & Support.no(f"plugin {record.name!r} {message}")
+                continue
+            if impl.plugin_name == spec.plugin:
+                result = result & answer
+            elif not answer.ok:
+                result = result & Support.no(*(f"vetoed by plugin {record.name!r}: {r}" for r in answer.reasons))
+        return result
+
+
+def _entry_points() -> Iterable[metadata.EntryPoint]:
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry, built (and plugins discovered) on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Registry()
+        return _default
+
+
+def reset_default_registry() -> None:
+    """Forget the process-wide registry, so the next use rediscovers plugins (for tests and tools)."""
+    global _default
+    with _default_lock:
+        _default = None

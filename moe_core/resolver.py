@@ -1,0 +1,180 @@
+"""The resolver: one algorithm, for every quant family, from a layer description to a Selection.
+
+Steps (DESIGN.md): rank the backends that claim the scheme by priority (ties by name); apply the
+config's policies (LoRA, SwiGLU clamp, activation format) and the environment (disable / only /
+priority overrides); honour an explicit request exactly (config.moe_backend first, then
+MOE_CORE_BACKEND); otherwise take the highest-ranked supported candidate; raise with the whole
+table when nothing qualifies. Results are cached by everything that can change them.
+
+Precedence: ``config.moe_backend`` > ``MOE_CORE_BACKEND`` > automatic selection. An explicit
+request (from either) is honoured even if MOE_CORE_DISABLE / MOE_CORE_ONLY would exclude it from
+automatic selection; policies (LoRA, clamp, format) and supports() still apply to it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import replace
+from collections import OrderedDict
+from typing import Mapping
+
+from moe_core import env as env_vars
+from moe_core.config import AUTO, ActivationFormat, MoEConfig
+from moe_core.env import EnvSettings
+from moe_core.errors import BackendUnsupportedError, NoBackendError, UnknownBackendError
+from moe_core.platform import Platform, detect
+from moe_core.quant import QuantKey, describe_keys
+from moe_core.registry import Registry, default_registry
+from moe_core.selection import Candidate, CandidateStatus, Selection, SelectionSource, render_table
+from moe_core.spec import BackendSpec, SupportQuery
+from moe_core.support import Support
+
+logger = logging.getLogger("moe_core")
+
+_CACHE_SIZE = 4096
+_cache: "OrderedDict[tuple, Selection]" = OrderedDict()
+_logged: set[str] = set()
+
+
+@functools.lru_cache(maxsize=1)
+def current_platform() -> Platform:
+    """The detected platform of this process (computed once)."""
+    return detect()
+
+
+def clear_cache() -> None:
+    """Drop cached selections (they are also invalidated by any registry change)."""
+    _cache.clear()
+
+
+def _log_once(level: int, message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        logger.log(level, message)
+
+
+def select(
+    config: MoEConfig,
+    weight_key: QuantKey | None = None,
+    activation_key: QuantKey | None = None,
+    *,
+    platform: Platform | None = None,
+    registry: Registry | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Selection:
+    """Choose the backend for one MoE layer; see the module docstring for the rules.
+
+    Args:
+        config: the layer.
+        weight_key, activation_key: quantization of weights and activations (None: unquantized).
+        platform: the machine to select for; default: this process's (simulate with
+            ``moe_core.platform.preset("h100")``).
+        registry: default: the process-wide registry with every installed plugin.
+        environ: environment mapping; default ``os.environ``.
+
+    Raises:
+        UnknownBackendError: a requested backend name is not registered.
+        BackendUnsupportedError: a requested backend cannot run the layer.
+        NoBackendError: no candidate can (a NotImplementedError).
+        InvalidEnvironmentError: an environment variable has an invalid value.
+    """
+    platform = current_platform() if platform is None else platform
+    registry = default_registry() if registry is None else registry
+    snap = env_vars.snapshot(os.environ if environ is None else environ)
+    key = (config, weight_key, activation_key, platform, snap, registry.id, registry.version)
+    hit = _cache.get(key)
+    if hit is not None:
+        _cache.move_to_end(key)
+        return hit
+    selection = _resolve(SupportQuery(config, weight_key, activation_key, platform), registry, env_vars._parse(snap))
+    _cache[key] = selection
+    if len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+    return selection
+
+
+def _request(config: MoEConfig, settings: EnvSettings) -> tuple[str, SelectionSource, str] | None:
+    if config.moe_backend != AUTO:
+        return config.moe_backend, SelectionSource.REQUEST, "moe_backend"
+    if settings.force is not None:
+        return settings.force, SelectionSource.ENV, env_vars.BACKEND
+    return None
+
+
+def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings) -> Selection:
+    specs = registry.specs
+    settings.validate(set(specs), registry.families)
+    family = query.family
+    overrides = dict(settings.priorities)
+
+    request = _request(query.config, settings)
+    requested: BackendSpec | None = None
+    if request is not None:
+        name, _, where = request
+        requested = specs.get(name)
+        if requested is None:
+            raise UnknownBackendError(name, specs, where)
+        if query.activation_format is ActivationFormat.BATCHED_EXPERTS and requested.batched_variant in specs:
+            requested = specs[requested.batched_variant]
+
+    pool = [s for s in specs.values() if s.claims(query.weight_key, query.activation_key) or s is requested]
+
+    def priority(spec: BackendSpec) -> int:
+        return overrides.get(spec.name, spec.priority_for(family))
+
+    ranked = sorted(pool, key=lambda s: (-priority(s), s.name))
+    rows = []
+    for spec in ranked:
+        support = registry.supports(spec, query)
+        status, note = _status(spec, support, query, settings, requested)
+        if spec.name in overrides:
+            note = "; ".join(filter(None, (note, f"priority from {env_vars.PRIORITY}")))
+        rows.append(Candidate(spec.name, spec.family, spec.plugin, priority(spec), support, status, note))
+
+    if requested is not None:
+        source = request[1]
+        chosen = next(c for c in rows if c.name == requested.name)
+        if not chosen.support.ok:
+            raise BackendUnsupportedError(chosen.name, f"requested by {request[2]}", chosen.support.reasons, render_table(query, tuple(rows)))
+    else:
+        source = SelectionSource.PRIORITY
+        chosen = next((c for c in rows if c.status is CandidateStatus.RUNNER_UP), None)
+        if chosen is None:
+            for c in rows:
+                _log_once(logging.DEBUG, f"MoE backend {c.name!r} rejected: {c.status.value}: {c.support.explain()}")
+            summary = f"{describe_keys(query.weight_key, query.activation_key)}, {query.activation_format.value} format, on {query.platform.describe()}"
+            raise NoBackendError(summary, render_table(query, tuple(rows)))
+    rows = [replace(c, status=CandidateStatus.SELECTED) if c is chosen else c for c in rows]
+
+    for c in rows:
+        if c.status not in (CandidateStatus.SELECTED, CandidateStatus.RUNNER_UP):
+            _log_once(logging.DEBUG, f"MoE backend {c.name!r} not used: {c.status.value}: {c.support.explain()}")
+    _log_once(
+        logging.INFO,
+        f"Using {chosen.name} MoE backend ({source.value}) for {describe_keys(query.weight_key, query.activation_key)} "
+        f"out of potential backends: {[c.name for c in rows]}.",
+    )
+    return Selection(specs[chosen.name], source, tuple(rows), query)
+
+
+def _status(
+    spec: BackendSpec, support: Support, query: SupportQuery, settings: EnvSettings, requested: BackendSpec | None
+) -> tuple[CandidateStatus, str]:
+    """Where one candidate stands, and a note explaining exclusions the Support does not carry."""
+    if requested is not None:
+        # An explicit request has no run-time substitutes: the others are listed, never used.
+        if not support.ok:
+            return CandidateStatus.UNSUPPORTED, ""
+        return (CandidateStatus.RUNNER_UP if spec is requested else CandidateStatus.NOT_REQUESTED), ""
+    if spec.policy_reasons(query.config):
+        return CandidateStatus.EXCLUDED_POLICY, ""
+    why = settings.excluded_by(spec.name, spec.family, query.family)
+    if why is not None:
+        return CandidateStatus.EXCLUDED_ENV, why
+    if not support.ok:
+        return CandidateStatus.UNSUPPORTED, ""
+    if not spec.auto_select:
+        return CandidateStatus.MANUAL_ONLY, "never auto-selected; request it by name"
+    return CandidateStatus.RUNNER_UP, ""

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: set up .venv if needed, then select a backend for a Qwen3-30B-A3B-shaped MoE layer
+# and run one forward on the best available backend (the reference backend on a CPU-only machine).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/bootstrap.sh"
+exec "$root/.venv/bin/moe-core" run --preset qwen3-30b-a3b --tokens "${TOKENS:-16}" "$@"
