@@ -16,12 +16,14 @@ pip=("$py" -m pip install --quiet --disable-pip-version-check)
 if ! "$py" -c "import torch" >/dev/null 2>&1; then
   "${pip[@]}" "torch==2.13.0"
 fi
+shopt -s nullglob
+packages=(plugins/*/pyproject.toml examples/*/pyproject.toml)
 stamp="$venv/.moe-core-installed"
-want="$(cat pyproject.toml plugins/*/pyproject.toml requirements-test.txt 2>/dev/null | sha256sum | cut -c1-16)"
+want="$(cat pyproject.toml "${packages[@]}" requirements-test.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   editable=(-e .)
-  for plugin in plugins/*/; do
-    [ -f "$plugin/pyproject.toml" ] && editable+=(-e "$plugin")
+  for project in "${packages[@]}"; do
+    editable+=(-e "$(dirname "$project")")
   done
   "${pip[@]}" "${editable[@]}"
   "${pip[@]}" -r requirements-test.txt

@@ -67,7 +67,7 @@ def test_cli_explain_deepseek_fp8_block_on_simulated_h100(capsys):
 
 
 def test_cli_explain_json_and_errors(capsys):
-    assert main(["explain", "--preset", "tiny", "--json", "--platform", "cpu"]) == 0
+    assert main(["explain", "--preset", "tiny", "--json", "--platform", "cpu", "--scheme", "int8"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["backend"] == "reference" and doc["layer"]["num_experts"] == 8
     assert main(["explain", "--preset", "tiny", "--backend", "nope", "--platform", "cpu"]) == 2

@@ -1,0 +1,1 @@
+"""ACME's fused-MoE backend for moe-core (an example of an out-of-tree plugin)."""

@@ -1,0 +1,81 @@
+"""The example out-of-tree plugin, installed as a real distribution: discovery, priority, request, CLI, conformance, uninstall."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from moe_core import quant
+from moe_core.config import MoEConfig
+from moe_core.errors import BackendUnsupportedError
+from moe_core.platform import preset
+from moe_core.registry import Registry
+from moe_core.resolver import select
+from moe_core.testing import conformance
+
+HERE = Path(__file__).resolve().parents[1]
+CFG = MoEConfig(num_experts=8, top_k=2, hidden_size=256, intermediate_size=128, dtype=torch.float16)
+CPU = preset("cpu")
+
+
+def moe_core_cli(*args):
+    exe = Path(sys.executable).with_name("moe-core")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_discovered_through_its_entry_point():
+    reg = Registry(environ={})
+    assert reg.specs["acme"].plugin == "acme"
+    record = next(p for p in reg.plugins if p.name == "acme")
+    assert record.distribution == "acme-moe" and record.version == "0.1.0"
+
+
+def test_priority_places_it_above_the_reference_only_where_it_supports_the_layer():
+    reg = Registry(environ={})
+    assert select(CFG, platform=CPU, registry=reg, environ={}).name == "acme"
+    fp8 = quant.scheme("fp8-channel")
+    assert select(CFG, fp8.weight_key, fp8.activation_key, platform=CPU, registry=reg, environ={}).name == "acme"
+    int8 = quant.scheme("int8")
+    assert select(CFG, int8.weight_key, int8.activation_key, platform=CPU, registry=reg, environ={}).name == "reference"
+    odd = dataclasses.replace(CFG, hidden_size=100)
+    sel = select(odd, platform=CPU, registry=reg, environ={})
+    assert sel.name == "reference" and "hidden_size must be a multiple of 8" in sel.explain()
+
+
+def test_explicit_request():
+    reg = Registry(environ={})
+    int8 = quant.scheme("int8")
+    with pytest.raises(BackendUnsupportedError, match="'acme' .requested by moe_backend. does not support this layer since it does not implement the int8 scheme"):
+        select(dataclasses.replace(CFG, moe_backend="acme"), int8.weight_key, int8.activation_key, platform=CPU, registry=reg, environ={})
+
+
+def test_cli_list_sees_it():
+    out = moe_core_cli("list")
+    assert "acme" in out and "acme-moe 0.1.0" in out
+
+
+def test_conformance_kit():
+    reg = conformance.registry_with("acme_moe.plugin", name="acme")
+    conformance.check_specs(reg, "acme")
+    conformance.check_supports(reg, "acme")
+    records = conformance.check_numerics(reg, "acme", device="cpu", platform=CPU)
+    assert {r["scheme"] for r in records} == {"unquantized", "fp8-channel"}
+
+
+@pytest.mark.skipif(os.environ.get("MOE_CORE_SKIP_UNINSTALL_TEST") == "1", reason="opted out")
+def test_uninstalling_removes_it():
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "uninstall", "-y", "acme-moe"], check=True, capture_output=True)
+    try:
+        doc = json.loads(moe_core_cli("list", "--json"))
+        assert "acme" not in {b["name"] for b in doc["backends"]}
+        assert "acme" not in {p["name"] for p in doc["plugins"]}
+    finally:
+        subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "-e", str(HERE)], check=True, capture_output=True)
+    doc = json.loads(moe_core_cli("list", "--json"))
+    assert "acme" in {b["name"] for b in doc["backends"]}

@@ -1,0 +1,177 @@
+"""Conformance checks every plugin package runs from its own tests.
+
+Plain functions that raise ``AssertionError`` with a message naming the backend and the case::
+
+    from moe_core.testing import conformance
+
+    def test_conformance():
+        reg = conformance.registry_with("acme_moe.plugin", name="acme")
+        conformance.check_specs(reg, "acme")
+        conformance.check_supports(reg, "acme")
+
+    def test_numerics():
+        conformance.check_numerics(reg, "acme", device="cpu")
+
+* :func:`check_specs`: unique lowercase names, a loadable kernel class that subclasses
+  :class:`~moe_core.kernel.MoEKernel` and names its backend.
+* :func:`check_supports`: supports() is total (never raises, always a Support), deterministic,
+  gives reasons when it says no, and every declared scheme and format is accepted somewhere
+  (on some simulated platform and config), so the declaration is not a lie.
+* :func:`check_numerics`: every scheme the backend claims matches the reference backend on
+  random problems on the device at hand, within per-scheme tolerances.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import itertools
+from typing import Iterable
+
+import torch
+
+from moe_core.config import Activation, ActivationFormat, MoEConfig, ParallelConfig
+from moe_core.kernel import MoEKernel
+from moe_core.platform import PRESETS, Platform
+from moe_core.presets import random_layer
+from moe_core.quant import QuantDtype, QuantKey, scheme_for_keys
+from moe_core.reference.kernel import ReferenceKernel
+from moe_core.registry import Registry
+from moe_core.routing import Routing
+from moe_core.batched import combine, dispatch
+from moe_core.spec import BackendSpec, SupportQuery
+from moe_core.support import Support
+
+#: ||out - ref|| / ||ref|| allowed per activation dtype (None: 16/32-bit activations).
+TOLERANCE = {None: 2e-2, QuantDtype.FP8_E4M3: 6e-2, QuantDtype.INT8: 4e-2, QuantDtype.FP4_E2M1: 0.25}
+
+
+def tolerance(activation_key: QuantKey | None, dtype: torch.dtype) -> float:
+    """Relative-error budget: the activation quantization's, at least that of the output dtype."""
+    base = TOLERANCE[None if activation_key is None else activation_key.dtype]
+    return base if dtype is not torch.float32 or activation_key is not None else 1e-3
+
+
+def registry_with(module: str, name: str) -> Registry:
+    """A registry holding the built-in reference backend and one plugin module, nothing else."""
+    reg = Registry(autoload=False, environ={})
+    reg.register(importlib.import_module(module), name=name)
+    return reg
+
+
+def _specs(reg: Registry, plugin: str) -> list[BackendSpec]:
+    specs = [s for s in reg.specs.values() if s.plugin == plugin]
+    assert specs, f"plugin {plugin!r} registered no backend (problems: {[str(p) for p in reg.problems]})"
+    return specs
+
+
+def check_specs(reg: Registry, plugin: str) -> None:
+    """Spec sanity for every backend of ``plugin``."""
+    problems = [str(p) for p in reg.problems if p.plugin == plugin]
+    assert not problems, f"plugin {plugin!r} misbehaved: {problems}"
+    for spec in _specs(reg, plugin):
+        kernel = spec.load_kernel()
+        assert isinstance(kernel, type) and issubclass(kernel, MoEKernel), f"{spec.name}: kernel {kernel!r} is not a MoEKernel subclass"
+        assert kernel.backend_name == spec.name, f"{spec.name}: {kernel.__name__}.backend_name is {kernel.backend_name!r}"
+        if spec.batched_variant is not None:
+            assert spec.batched_variant in reg.specs, f"{spec.name}: batched_variant {spec.batched_variant!r} is not registered"
+
+
+def sample_configs() -> list[MoEConfig]:
+    """A small grid of layers covering dtypes, activations, LoRA, clamp, EP and both formats."""
+    out = []
+    for dtype, act, fmt, lora, clamp, ep in itertools.product(
+        (torch.bfloat16, torch.float16), (Activation.SILU, Activation.GELU), ActivationFormat, (False, True), (None, 7.0), (1, 2)
+    ):
+        out.append(MoEConfig(
+            num_experts=64, top_k=4, hidden_size=2048, intermediate_size=768, dtype=dtype, activation=act,
+            swiglu_limit=clamp, lora_enabled=lora,
+            parallel=ParallelConfig(ep_size=ep, use_batched_activation_format=fmt is ActivationFormat.BATCHED_EXPERTS),
+        ))
+    return out
+
+
+def check_supports(reg: Registry, plugin: str, platforms: Iterable[Platform] | None = None) -> None:
+    """supports() is total, deterministic, explains every "no", and accepts every declared scheme and format somewhere."""
+    platforms = list(PRESETS.values()) if platforms is None else list(platforms)
+    configs = sample_configs()
+    for spec in _specs(reg, plugin):
+        accepted_schemes, accepted_formats = set(), set()
+        for (wkey, akey), cfg, plat in itertools.product(sorted(spec.schemes, key=str), configs, platforms):
+            query = SupportQuery(cfg, wkey, akey, plat)
+            first = reg.supports(spec, query)
+            assert isinstance(first, Support), f"{spec.name}: supports returned {first!r}"
+            assert first == reg.supports(spec, query), f"{spec.name}: supports is not deterministic for {query}"
+            assert first.ok or first.reasons, f"{spec.name}: a 'no' without reasons for {query}"
+            assert not any(p.plugin == plugin and p.stage == "moe_core_supports" for p in reg.problems), (
+                f"{spec.name}: supports raised or returned garbage: {[str(p) for p in reg.problems]}"
+            )
+            if first.ok:
+                accepted_schemes.add((wkey, akey))
+                accepted_formats.add(cfg.activation_format)
+        never = [str(scheme_for_keys(*k).name if scheme_for_keys(*k) else k) for k in spec.schemes - accepted_schemes]
+        assert not never, f"{spec.name}: declares schemes it never accepts on any platform: {never}"
+        assert accepted_formats == set(spec.formats), f"{spec.name}: declares formats {sorted(f.value for f in spec.formats)} but accepts only {sorted(f.value for f in accepted_formats)}"
+
+
+def random_problem(cfg: MoEConfig, tokens: int, device: str, seed: int) -> tuple[torch.Tensor, Routing]:
+    """Random hidden states (unit scale, never zeros) and softmax top-k routing."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(tokens, cfg.hidden_size, generator=gen).to(device=device, dtype=cfg.dtype)
+    logits = torch.randn(tokens, cfg.num_experts, generator=gen).to(device)
+    return x, Routing.from_logits(logits, cfg.top_k)
+
+
+def check_numerics(
+    reg: Registry,
+    backend: str,
+    *,
+    device: str | None = None,
+    platform: Platform | None = None,
+    configs: Iterable[MoEConfig] | None = None,
+    tokens: Iterable[int] = (1, 7, 33),
+    seed: int = 0,
+) -> list[dict]:
+    """Every scheme ``backend`` supports here, against the reference on random problems.
+
+    Returns one record per case (scheme, tokens, error, tolerance) for reporting. Schemes whose
+    supports() says no on this platform are skipped (and listed with their reason).
+    """
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    from moe_core.resolver import current_platform
+
+    platform = platform or current_platform()
+    spec = reg.specs[backend]
+    configs = list(configs) if configs is not None else [
+        MoEConfig(num_experts=8, top_k=2, hidden_size=256, intermediate_size=128, dtype=torch.float16),
+    ]
+    records = []
+    for (wkey, akey), base in itertools.product(sorted(spec.schemes, key=str), configs):
+        sch = scheme_for_keys(wkey, akey)
+        assert sch is not None, f"{backend}: only canonical schemes can be checked, got {wkey} / {akey}"
+        for fmt in sorted(spec.formats, key=lambda f: f.value):
+            cfg = dataclasses.replace(base, parallel=ParallelConfig(use_batched_activation_format=fmt is ActivationFormat.BATCHED_EXPERTS))
+            verdict = reg.supports(spec, SupportQuery(cfg, wkey, akey, platform))
+            if not verdict.ok:
+                records.append({"scheme": sch.name, "format": fmt.value, "skipped": verdict.explain()})
+                continue
+            kernel = spec.load_kernel()(cfg, wkey, akey)
+            oracle = ReferenceKernel(cfg, wkey, akey)
+            raw = random_layer(cfg, sch, device=device, seed=seed)
+            weights, ref_weights = kernel.prepare_weights(raw), oracle.prepare_weights(raw)
+            for t in tokens:
+                x, routing = random_problem(cfg, t, device, seed + t)
+                if fmt is ActivationFormat.BATCHED_EXPERTS:
+                    xb, brouting, layout = dispatch(x, routing, cfg.num_experts)
+                    got = combine(kernel.apply(xb, weights, brouting), layout, routing)
+                    want = combine(oracle.apply(xb, ref_weights, brouting), layout, routing)
+                else:
+                    got = kernel.apply(x, weights, routing)
+                    want = oracle.apply(x, ref_weights, routing)
+                assert got.shape == want.shape and got.dtype == want.dtype, f"{backend} {sch.name}: output {got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
+                assert torch.isfinite(got).all(), f"{backend} {sch.name} {fmt.value} T={t}: NaN or inf in the output"
+                err = ((got.float() - want.float()).norm() / want.float().norm().clamp(min=1e-12)).item()
+                tol = tolerance(akey, cfg.dtype)
+                records.append({"scheme": sch.name, "format": fmt.value, "tokens": t, "rel_err": err, "tolerance": tol})
+                assert err <= tol, f"{backend} {sch.name} {fmt.value} T={t}: relative error {err:.3g} > {tol:.3g}"
+    return records
