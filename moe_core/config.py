@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -135,6 +135,11 @@ class MoEConfig:
             raise InvalidConfigError(
                 f"MoEConfig.num_experts={self.num_experts} is not divisible by ep_size={self.parallel.ep_size}"
             )
+        # Configs key the selection cache: hash once, not on every lookup.
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self))))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def activation_format(self) -> ActivationFormat:

@@ -24,18 +24,43 @@ PLUGINS_AUTOLOAD = "MOE_CORE_PLUGINS_AUTOLOAD"
 PLUGINS_ALLOW = "MOE_CORE_PLUGINS_ALLOW"
 PLUGINS_DENY = "MOE_CORE_PLUGINS_DENY"
 FULL_CHECKS = "MOE_CORE_FULL_CHECKS"
+RANKING_FILE = "MOE_CORE_RANKING_FILE"
+COMPAT = "MOE_CORE_COMPAT"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
-#: Variables outside the MOE_CORE_ prefix that can change an answer (read by compatibility modes).
-EXTRA_VARIABLES: set[str] = set()
+#: Every variable that can change a selection: ours, then those read by compatibility modes.
+VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT]
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
-    """The sorted (name, value) pairs of every variable that can change a selection."""
+    """The (name, value) pairs of every set variable that can change a selection (cheap: a few lookups)."""
+    if environ is None or environ is os.environ:
+        raw = getattr(os.environ, "_data", None)
+        if isinstance(raw, dict) and os.name == "posix":
+            # Fast path on every cached selection: CPython keeps os.environ as a bytes dict on POSIX,
+            # and Mapping.get on os.environ costs an encode plus a KeyError per unset variable.
+            return tuple((k, raw[b].decode("utf-8", "surrogateescape")) for k, b in _ENCODED if b in raw)
+        environ = os.environ
+    return tuple((k, environ[k]) for k in VARIABLES if k in environ)
+
+
+_ENCODED = [(k, k.encode()) for k in VARIABLES]
+
+
+def register_variables(names: list[str]) -> None:
+    """Add variables (read by a compatibility mode) to those that key the selection cache."""
+    for name in names:
+        if name not in VARIABLES:
+            VARIABLES.append(name)
+            _ENCODED.append((name, name.encode()))
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """MOE_CORE_* variables that moe-core does not read (typos), for a warning."""
     environ = os.environ if environ is None else environ
-    return tuple(sorted((k, v) for k, v in environ.items() if k.startswith(PREFIX) or k in EXTRA_VARIABLES))
+    return sorted(k for k in environ if k.startswith(PREFIX) and k not in VARIABLES)
 
 
 def parse_bool(variable: str, value: str) -> bool:

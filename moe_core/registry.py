@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 import pluggy
 
 from moe_core import hookspecs
+from moe_core import env as env_vars
 from moe_core.env import EnvSettings
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
@@ -76,6 +77,8 @@ class Registry:
         self.id = next(_registry_ids)
         self.version = 0
         self._settings = EnvSettings.from_environ(environ)
+        for name in env_vars.unknown_variables(environ):
+            logger.warning("%s is set but moe-core does not read it; known variables: %s", name, ", ".join(env_vars.VARIABLES))
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         self._records: dict[str, PluginRecord] = {}

@@ -17,7 +17,6 @@ import functools
 import logging
 import os
 from dataclasses import replace
-from collections import OrderedDict
 from typing import Mapping
 
 from moe_core import env as env_vars
@@ -34,7 +33,7 @@ from moe_core.support import Support
 logger = logging.getLogger("moe_core")
 
 _CACHE_SIZE = 4096
-_cache: "OrderedDict[tuple, Selection]" = OrderedDict()
+_cache: dict[tuple, Selection] = {}
 _logged: set[str] = set()
 
 
@@ -86,12 +85,11 @@ def select(
     key = (config, weight_key, activation_key, platform, snap, registry.id, registry.version)
     hit = _cache.get(key)
     if hit is not None:
-        _cache.move_to_end(key)
         return hit
     selection = _resolve(SupportQuery(config, weight_key, activation_key, platform), registry, env_vars._parse(snap))
+    if len(_cache) >= _CACHE_SIZE:
+        del _cache[next(iter(_cache))]  # evict the oldest entry
     _cache[key] = selection
-    if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
     return selection
 
 
