@@ -53,7 +53,7 @@ class MoEKernel(abc.ABC):
 
         The default validates, puts w13 in GATE_UP order and tags the result with this backend.
         """
-        weights.validate(self.config, self.weight_key)
+        weights.validate(self.config, self.weight_key, self.activation_key)
         return replace(weights.in_gate_up_order(), prepared_by=self.backend_name)
 
     def check_shapes(self, hidden_states: torch.Tensor, routing: Routing | BatchedRouting) -> Support:

@@ -104,8 +104,13 @@ class ExpertWeights:
 
         return replace(self, w13=swap(self.w13), w13_scale=swap(self.w13_scale), w13_zero=swap(self.w13_zero), order=GateUpOrder.GATE_UP)
 
-    def validate(self, config: MoEConfig, weight_key: QuantKey | None) -> None:
+    def validate(self, config: MoEConfig, weight_key: QuantKey | None, activation_key: QuantKey | None = None) -> None:
         """Check shapes, dtypes, devices and scale shapes against the config; raise KernelInputError naming the argument."""
+        if activation_key is not None and activation_key.static:
+            for name in ("a13_scale", "a2_scale"):
+                scale = getattr(self, name)
+                if scale is None or scale.numel() != 1:
+                    raise KernelInputError(f"weights.{name}", f"static activations ({activation_key}) need a calibrated [1, 1] scale, got {None if scale is None else tuple(scale.shape)}")
         if self.weight_key != weight_key:
             raise KernelInputError("weights.weight_key", f"is {self.weight_key} but the kernel was built for {weight_key}")
         e, h, i = config.local_num_experts, config.hidden_size, config.intermediate_size

@@ -1,0 +1,69 @@
+"""Launch configurations: tuned data files per device and shape, with a heuristic elsewhere.
+
+A data file ``configs/<device>.json`` (written by ``python -m moe_core_triton.tune``) maps a shape key
+``"E=128,N=768,K=2048,scheme=unquantized,gemm=1"`` to ``{tokens: config}``; the entry with the
+nearest token count at or above the actual one is used (the largest otherwise).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).with_name("configs")
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    BLOCK_M: int
+    BLOCK_N: int
+    BLOCK_K: int
+    GROUP_M: int
+    num_warps: int
+    num_stages: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def shape_key(experts: int, n: int, k: int, scheme: str, gemm: int) -> str:
+    return f"E={experts},N={n},K={k},scheme={scheme},gemm={gemm}"
+
+
+def device_file_name(device_name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in device_name).strip("_").lower() + ".json"
+
+
+@functools.lru_cache(maxsize=16)
+def _load(device_name: str) -> dict:
+    path = CONFIG_DIR / device_file_name(device_name)
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def heuristic(pairs: int, experts: int, n: int, k: int, quantized_8bit: bool, block_k_limit: int | None) -> LaunchConfig:
+    """A sound default: small BLOCK_M when each expert sees few rows (weight streaming), large otherwise."""
+    rows_per_expert = pairs / max(experts, 1)
+    block_k = 128 if quantized_8bit else 64
+    if block_k_limit is not None:
+        block_k = min(block_k, block_k_limit)
+    if rows_per_expert <= 16:
+        return LaunchConfig(16, 64, block_k, 1, 4, 4)
+    if rows_per_expert <= 64:
+        return LaunchConfig(32, 64, block_k, 8, 4, 4)
+    if rows_per_expert <= 256:
+        return LaunchConfig(64, 128, block_k, 8, 4, 3)
+    return LaunchConfig(128, 128, block_k, 8, 8, 3)
+
+
+def choose(device_name: str, key: str, tokens: int, fallback: LaunchConfig) -> LaunchConfig:
+    """The tuned config for (device, shape, tokens), else ``fallback``."""
+    table = _load(device_name).get(key)
+    if not table:
+        return fallback
+    sizes = sorted(int(t) for t in table)
+    pick = next((t for t in sizes if t >= tokens), sizes[-1])
+    return LaunchConfig(**table[str(pick)])

@@ -1,0 +1,124 @@
+"""The grouped expert GEMM: C[row] = epilogue(A[row // row_div] @ B[expert]^T) for every row of a block table.
+
+One kernel, specialised at compile time, serves both expert GEMMs:
+
+* GEMM1 (``GATED``): each program accumulates the gate rows ``[n]`` and the up rows ``[I + n]`` of
+  w13 for the same tokens and writes ``act(gate) * up`` (SwiGLU clamp optional) — the gather of
+  token rows is fused into the A loads (``row_div = top_k`` maps a pair to its token);
+* GEMM2: multiplies each row by its router weight (``MUL_ROUTED_WEIGHT``) and writes one row per
+  (token, slot) pair; the top-k reduction is a separate pass.
+
+Quantization (``SCALES``): 0 none; 1 per-tensor or per-row activation scales times per-tensor or
+per-channel weight scales, applied once after the K loop (fp8 and int8, int8 accumulating in
+int32); 2 block scales (activation groups of GROUP_K, weight blocks of GROUP_N x GROUP_K) applied
+inside the K loop.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
+    if CLAMP:
+        gate = tl.minimum(gate, limit)
+        up = tl.minimum(tl.maximum(up, -limit), limit)
+    if ACT == 0:
+        act = gate * tl.sigmoid(gate)
+    else:
+        act = 0.5 * gate * (1.0 + tl.erf(gate * 0.7071067811865476))
+    return act * up
+
+
+@triton.jit
+def moe_gemm_kernel(
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
+    sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
+    num_valid, N, K, row_div, up_offset, limit, capacity,
+    stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
+    stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
+    GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
+    SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
+    GROUP_N: tl.constexpr, GROUP_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(capacity, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_pid_n
+    first_m = (pid // in_group) * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % in_group) % size_m)
+    pid_n = (pid % in_group) // size_m
+    if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
+        return
+    if tl.load(sorted_ids_ptr + pid_m * BLOCK_M) >= num_valid:  # a block of padding only
+        return
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    ids = tl.load(sorted_ids_ptr + offs_m).to(tl.int64)
+    row_ok = ids < num_valid
+    a_rows = ids // row_div
+    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)
+
+    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
+    acc_dtype = tl.int32 if INT8 else tl.float32
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
+    if SCALES == 2:
+        a_s_ptrs = a_scale_ptr + a_rows * stride_asm
+        b_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
+        b_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // GROUP_N) * stride_bsn
+
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_ok = offs_k < K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if GATED:
+            b_up = tl.load(b_ptrs + up_offset * stride_bn, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if SCALES == 2:
+            group = (k * BLOCK_K) // GROUP_K
+            a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
+            b_s = tl.load(b_s_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            if GATED:
+                b_s_up = tl.load(b_s_up_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
+                acc_up += tl.dot(a, b_up) * a_s[:, None] * b_s_up[None, :]
+        else:
+            acc = tl.dot(a, b, acc)
+            if GATED:
+                acc_up = tl.dot(a, b_up, acc_up)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    out = acc.to(tl.float32)
+    out_up = acc_up.to(tl.float32)
+    if SCALES == 1:
+        if A_PER_ROW:
+            a_s = tl.load(a_scale_ptr + a_rows * stride_asm, mask=row_ok, other=0.0)[:, None]
+        else:
+            a_s = tl.load(a_scale_ptr)
+        if B_PER_COL:
+            b_s = tl.load(b_scale_ptr + expert * stride_bse + offs_n * stride_bsn, mask=n_ok, other=0.0)[None, :]
+        else:
+            b_s = tl.load(b_scale_ptr + expert * stride_bse)
+        out = out * a_s * b_s
+        if GATED:
+            if B_PER_COL:
+                b_s_up = tl.load(b_scale_ptr + expert * stride_bse + (offs_n + up_offset) * stride_bsn, mask=n_ok, other=0.0)[None, :]
+                out_up = out_up * a_s * b_s_up
+            else:
+                out_up = out_up * a_s * b_s
+    if GATED:
+        out = _gated(out, out_up, limit, ACT, CLAMP)
+    if MUL_ROUTED_WEIGHT:
+        w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
+        out = out * w[:, None]
+    c_ptrs = c_ptr + ids[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])

@@ -1,0 +1,168 @@
+"""The Triton fused-MoE kernels behind backends ``triton`` (standard format) and ``triton_batched``.
+
+Pipeline per forward: block table (device ops, no host sync) -> activation quantization (Triton,
+quantized schemes) -> GEMM1 with the token gather, both gate and up accumulators and the gated
+activation fused -> intermediate quantization -> GEMM2 with the router weight fused -> top-k
+reduction (standard format). No Python loop over experts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+import triton
+
+from moe_core.config import Activation, ActivationFormat
+from moe_core.kernel import MoEKernel
+from moe_core.quant import QuantDtype, QuantKey, scheme_for_keys
+from moe_core.routing import BatchedRouting, Routing
+from moe_core.support import Support
+from moe_core.weights import ExpertWeights
+from moe_core_triton import configs
+from moe_core_triton.blocks import BlockTable, batched_table, standard_table
+from moe_core_triton.gemm import moe_gemm_kernel
+from moe_core_triton.quantize import quantize_activations
+
+#: Rows (token-expert pairs) the int32 block table can index.
+MAX_ROWS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ScaleMode:
+    """How the GEMM kernel applies scales for one (weight key, activation key) pair."""
+
+    scales: int  # 0 none, 1 after the K loop, 2 per K block
+    a_per_row: bool = False
+    b_per_col: bool = False
+    int8: bool = False
+
+
+def scale_mode(weight_key: QuantKey | None, activation_key: QuantKey | None) -> ScaleMode:
+    if weight_key is None:
+        return ScaleMode(0)
+    if weight_key.group.rows > 1:  # 2-D weight blocks
+        return ScaleMode(2)
+    return ScaleMode(
+        1,
+        a_per_row=not activation_key.group.is_per_tensor,
+        b_per_col=not weight_key.group.is_per_tensor,
+        int8=weight_key.dtype is QuantDtype.INT8,
+    )
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type != "cuda":
+        return device.type
+    return torch.cuda.get_device_name(device)
+
+
+class TritonKernel(MoEKernel):
+    """Fused MoE in Triton for the STANDARD activation format."""
+
+    backend_name = "triton"
+
+    def __init__(self, config, weight_key, activation_key):
+        super().__init__(config, weight_key, activation_key)
+        self.mode = scale_mode(weight_key, activation_key)
+        sch = scheme_for_keys(weight_key, activation_key)
+        self.scheme_name = sch.name if sch is not None else "custom"
+
+    def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
+        """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32."""
+        weights = super().prepare_weights(weights)
+        fix = {}
+        for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale"):
+            t = getattr(weights, name)
+            if t is not None:
+                fix[name] = t.contiguous() if name in ("w13", "w2") else t.float().contiguous()
+        return replace(weights, **fix)
+
+    def check_shapes(self, hidden_states: torch.Tensor, routing) -> Support:
+        rows = hidden_states.shape[0] * (self.config.top_k if isinstance(routing, Routing) else hidden_states.shape[1])
+        if rows > MAX_ROWS:
+            return Support.no(f"{rows} rows exceed the int32 block table ({MAX_ROWS})")
+        return Support.yes()
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
+        cfg = self.config
+        x = hidden_states
+        if isinstance(routing, BatchedRouting):
+            experts, max_tokens, hidden = x.shape
+            a_in = x.reshape(experts * max_tokens, hidden)
+            rows, row_div, tokens = experts * max_tokens, 1, max_tokens
+            table_for = lambda bm: batched_table(routing.expert_num_tokens, max_tokens, bm)  # noqa: E731
+        else:
+            if apply_router_weight_on_input:  # top_k == 1
+                x = (x.float() * routing.topk_weights.float()).to(x.dtype)
+            a_in = x
+            tokens = x.shape[0]
+            rows, row_div = tokens * cfg.top_k, cfg.top_k
+            table_for = lambda bm: standard_table(routing.topk_ids, cfg.local_num_experts, bm, expert_map)  # noqa: E731
+        i, h = cfg.intermediate_size, cfg.hidden_size
+        device = x.device
+        pad_rows = expert_map is not None or isinstance(routing, BatchedRouting)
+        alloc = torch.zeros if pad_rows else torch.empty
+
+        c1 = self._config(x.device, rows, i, h, gemm=1, tokens=tokens)
+        c2 = self._config(x.device, rows, h, i, gemm=2, tokens=tokens)
+        tables: dict[int, BlockTable] = {}
+        for block_m in (c1.BLOCK_M, c2.BLOCK_M):
+            if block_m not in tables:
+                tables[block_m] = table_for(block_m)
+        table1, table2 = tables[c1.BLOCK_M], tables[c2.BLOCK_M]
+
+        a1, a1_scale = self._quantize(a_in, weights.a13_scale)
+        inter = alloc((rows, i), dtype=cfg.dtype, device=device)
+        self._gemm(a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, c1, row_div=row_div, gated=True)
+        a2, a2_scale = self._quantize(inter, weights.a2_scale)
+        out_rows = alloc((rows, h), dtype=cfg.dtype, device=device)
+        weigh = isinstance(routing, Routing) and not apply_router_weight_on_input
+        self._gemm(a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, c2, row_div=1, gated=False,
+                   topk_weights=routing.topk_weights.contiguous() if weigh else None)
+        if isinstance(routing, BatchedRouting):
+            return out_rows.view(x.shape)
+        return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
+
+    def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
+        quantized = self.weight_key is not None
+        block_k_limit = 128 if self.mode.scales == 2 else None
+        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized, block_k_limit)
+        key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
+        return configs.choose(_device_name(device), key, tokens, fallback)
+
+    def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None):
+        if self.activation_key is None:
+            return a, None
+        return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None)
+
+    def _gemm(self, a, a_scale, b, b_scale, c, table: BlockTable, lc: configs.LaunchConfig, *, row_div: int, gated: bool, topk_weights=None):
+        n = c.shape[1]
+        k = a.shape[1]
+        mode = self.mode
+        a_s = a_scale if a_scale is not None else c  # placeholders are never read when SCALES == 0
+        b_s = b_scale if b_scale is not None else c
+        a_strides = (a_s.stride(0), a_s.stride(1)) if a_scale is not None else (0, 0)
+        b_strides = (b_s.stride(0), b_s.stride(1), b_s.stride(2)) if b_scale is not None else (0, 0, 0)
+        grid = (triton.cdiv(table.capacity, lc.BLOCK_M) * triton.cdiv(n, lc.BLOCK_N),)
+        moe_gemm_kernel[grid](
+            a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c,
+            table.sorted_ids, table.block_expert, table.num_padded,
+            table.num_valid, n, k, row_div, n if gated else 0,
+            self.config.swiglu_limit or 0.0, table.capacity,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1),
+            *a_strides, *b_strides,
+            GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
+            CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=topk_weights is not None,
+            SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
+            GROUP_N=128, GROUP_K=128,
+            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
+            num_warps=lc.num_warps, num_stages=lc.num_stages,
+        )
+
+
+class TritonBatchedKernel(TritonKernel):
+    """The same kernels for the BATCHED_EXPERTS activation format."""
+
+    backend_name = "triton_batched"

@@ -1,0 +1,77 @@
+"""Registers `triton` (standard format) and `triton_batched` (batched-experts format) with moe-core."""
+
+from __future__ import annotations
+
+import torch
+
+from moe_core.config import ActivationFormat
+from moe_core.hookspecs import hookimpl
+from moe_core.platform import DeviceKind
+from moe_core.quant import QuantFamily, scheme
+from moe_core.spec import BackendSpec
+from moe_core.support import Support
+
+STANDARD_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-dyn", "fp8-tensor-token", "fp8-channel", "fp8-block", "int8")
+# As in the seeds' history: no int8 in the batched format; per-tensor dynamic scales would need
+# an amax over valid rows only, which the batched path does not compute.
+BATCHED_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-token", "fp8-channel", "fp8-block")
+
+#: Minimum CUDA compute capability per quant family.
+MIN_CAPABILITY = {QuantFamily.UNQUANTIZED: (8, 0), QuantFamily.FP8: (8, 9), QuantFamily.INT8: (7, 5)}
+
+_COMMON = dict(
+    family="triton",
+    devices=frozenset({DeviceKind.CUDA, DeviceKind.ROCM}),
+    requires=frozenset({"triton"}),
+    supports_lora=True,  # the seeds' LoRA fallback: engines wrap these GEMMs with their LoRA deltas
+    applies_swiglu_clamp=True,
+    supports_expert_map=True,
+)
+
+SPECS = [
+    BackendSpec(
+        name="triton", priority=500, schemes=[scheme(s) for s in STANDARD_SCHEMES],
+        kernel="moe_core_triton.kernel:TritonKernel", formats=frozenset({ActivationFormat.STANDARD}),
+        batched_variant="triton_batched",
+        description="moe-core's Triton fused MoE: fused gather + gated GEMM1, weighted GEMM2 (bf16/fp16, fp8, int8)",
+        **_COMMON,
+    ),
+    BackendSpec(
+        name="triton_batched", priority=490, schemes=[scheme(s) for s in BATCHED_SCHEMES],
+        kernel="moe_core_triton.kernel:TritonBatchedKernel", formats=frozenset({ActivationFormat.BATCHED_EXPERTS}),
+        description="moe-core's Triton fused MoE for the batched-experts (expert-parallel) format",
+        **_COMMON,
+    ),
+]
+NAMES = {s.name for s in SPECS}
+
+
+@hookimpl
+def moe_core_backends():
+    return SPECS
+
+
+@hookimpl
+def moe_core_supports(backend, config, weight_key, activation_key, platform):
+    if backend.name not in NAMES:
+        return None
+    from moe_core.quant import quant_family
+
+    family = quant_family(weight_key, activation_key)
+    reasons = []
+    if config.dtype not in (torch.float16, torch.bfloat16):
+        reasons.append(f"the Triton kernels compute in float16/bfloat16, not {config.dtype_name}")
+    if platform.is_cuda():
+        need = MIN_CAPABILITY[family]
+        if config.dtype is torch.bfloat16:
+            need = max(need, (8, 0))
+        if not platform.has_capability(*need):
+            cap = platform.capability
+            have = f"sm_{cap[0]}{cap[1]}" if cap else "unknown"
+            reasons.append(f"{family.value} with {config.dtype_name} needs compute capability {need[0]}.{need[1]}+, this is {have}")
+    elif platform.is_rocm():
+        if family is QuantFamily.FP8:
+            reasons.append("fp8 on ROCm uses e4m3fnuz, which these kernels do not implement")
+        if not reasons:
+            return Support.yes("ROCm is declared but untested")
+    return Support.from_reasons(reasons)

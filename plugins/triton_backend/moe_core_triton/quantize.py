@@ -1,0 +1,93 @@
+"""Activation quantization in Triton: per-token and per-token-group dynamic scales, or a given static scale.
+
+Scale rule (the same as moe_core's reference): scale = max(amax, 1e-12) / qmax with qmax 448
+(fp8 e4m3) or 127 (int8); int8 rounds half away from zero. Output scale layout ``[rows, groups]``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from moe_core.quant import QuantDtype, QuantKey
+
+_QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
+_TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
+
+
+#: The Triton interpreter (TRITON_INTERPRET=1, CPU tests) converts some float32 values to the wrong
+#: fp8 value when rounding carries into the exponent (-124.5 became -64 with triton 3.9); there the
+#: kernel rounds onto the e4m3 grid itself, so the conversion is exact. GPUs convert in hardware.
+ROUND_IN_FP32 = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def _round_to_e4m3_grid(y):
+    """Round to the nearest e4m3 value (ties to even) in float32: 3 mantissa bits, subnormals below 2^-6."""
+    mag = tl.abs(y)
+    exponent = tl.maximum(tl.floor(tl.log2(tl.maximum(mag, 1e-30))), -6.0)
+    step = tl.exp2(exponent - 3.0)
+    units = mag / step
+    r = tl.floor(units + 0.5)
+    odd = (r - 2.0 * tl.floor(r * 0.5)) == 1.0
+    r = tl.where((r - units == 0.5) & odd, r - 1.0, r)
+    return tl.where(y < 0, -r * step, r * step)
+
+
+@triton.jit
+def _quant_rows_kernel(
+    x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, stride_sm, stride_sg, qmax,
+    GROUP: tl.constexpr, BLOCK: tl.constexpr, STATIC: tl.constexpr, IS_INT8: tl.constexpr, ROUND_FP8: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    offs = group * GROUP + tl.arange(0, BLOCK)
+    ok = (offs < K) & (tl.arange(0, BLOCK) < GROUP)
+    x = tl.load(x_ptr + row * stride_xm + offs, mask=ok, other=0.0).to(tl.float32)
+    if STATIC:
+        scale = tl.load(s_ptr)
+    else:
+        scale = tl.maximum(tl.max(tl.abs(x), axis=0), 1e-12) / qmax
+        tl.store(s_ptr + row * stride_sm + group * stride_sg, scale)
+    y = x / tl.maximum(scale, 1e-12)
+    if IS_INT8:
+        y = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
+        y = tl.minimum(tl.maximum(y, -128.0), 127.0)
+    else:
+        y = tl.minimum(tl.maximum(y, -qmax), qmax)
+        if ROUND_FP8:
+            y = _round_to_e4m3_grid(y)
+    tl.store(q_ptr + row * stride_qm + offs, y.to(q_ptr.dtype.element_ty), mask=ok)
+
+
+def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize rows of a 2-D tensor into ``key`` (fp8 or int8; per-tensor, per-token or 1xG groups).
+
+    Returns (q [R, K], scale). Per-tensor dynamic scales are one amax reduction on the device
+    followed by the static-scale kernel, so there is never a host synchronisation.
+    """
+    rows, k = x.shape
+    q = torch.empty((rows, k), dtype=_TORCH_DTYPE[key.dtype], device=x.device)
+    qmax = _QMAX[key.dtype]
+    if key.group.is_per_tensor:
+        if static_scale is None:
+            static_scale = (x.abs().amax().float().clamp(min=1e-12) / qmax).reshape(1, 1)
+        scale = static_scale.float().reshape(1, 1)
+        group = k
+        grid = (rows, 1)
+        static = True
+    else:
+        group = k if key.group.cols == -1 else key.group.cols
+        groups = triton.cdiv(k, group)
+        scale = torch.empty((rows, groups), dtype=torch.float32, device=x.device)
+        grid = (rows, groups)
+        static = False
+    if rows:
+        _quant_rows_kernel[grid](
+            x, q, scale, k, x.stride(0), q.stride(0), scale.stride(0), scale.stride(1), qmax,
+            GROUP=group, BLOCK=triton.next_power_of_2(group), STATIC=static, IS_INT8=key.dtype is QuantDtype.INT8, ROUND_FP8=ROUND_IN_FP32,
+        )
+    return q, scale

@@ -1,0 +1,115 @@
+"""The Triton kernels against the reference backend on random problems.
+
+On a CPU machine they run under TRITON_INTERPRET=1 on tiny shapes (float16; bfloat16 is garbage in
+the interpreter); on a GPU the same tests run compiled, bfloat16 included.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+from moe_core import quant
+from moe_core.batched import combine, dispatch
+from moe_core.config import Activation, MoEConfig, ParallelConfig
+from moe_core.presets import random_layer
+from moe_core.reference.kernel import ReferenceKernel
+from moe_core.routing import Routing
+from moe_core.testing.conformance import tolerance
+from moe_core_triton.blocks import batched_table, standard_table
+from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
+from moe_core_triton.plugin import BATCHED_SCHEMES, STANDARD_SCHEMES
+
+GPU = torch.cuda.is_available()
+DEVICE = "cuda" if GPU else "cpu"
+DTYPES = [torch.float16, torch.bfloat16] if GPU else [torch.float16]
+
+
+def rel_err(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm().clamp(min=1e-12)).item()
+
+
+def problem(cfg, sch, tokens, seed, ids=None):
+    weights = random_layer(cfg, sch, device=DEVICE, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(tokens, cfg.hidden_size, generator=g).to(DEVICE, cfg.dtype)
+    routing = Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=g).to(DEVICE), cfg.top_k)
+    if ids is not None:
+        routing = Routing(ids.to(DEVICE), routing.topk_weights)
+    return weights, x, routing
+
+
+def run_both(kernel_cls, cfg, sch, x, weights, routing, **kw):
+    kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
+    oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
+    return kernel.apply(x, kernel.prepare_weights(weights), routing, **kw), oracle.apply(x, oracle.prepare_weights(weights), routing, **kw)
+
+
+def cfg_for(dtype, **kw):
+    base = dict(num_experts=4, top_k=2, hidden_size=128, intermediate_size=64, dtype=dtype)
+    base.update(kw)
+    return MoEConfig(**base)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", STANDARD_SCHEMES)
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_standard_matches_reference(name, dtype, tokens):
+    sch = quant.scheme(name)
+    cfg = cfg_for(dtype)
+    weights, x, routing = problem(cfg, sch, tokens, seed=tokens)
+    got, want = run_both(TritonKernel, cfg, sch, x, weights, routing)
+    assert got.dtype == dtype and torch.isfinite(got).all()
+    assert rel_err(got, want) < tolerance(sch.activation_key, dtype)
+
+
+@pytest.mark.parametrize("name", ["unquantized", "fp8-block", "int8"])
+@pytest.mark.parametrize("case", ["one_expert", "gelu_clamp", "odd_sizes", "expert_map", "top1_on_input"])
+def test_standard_edge_cases(name, case):
+    sch = quant.scheme(name)
+    dtype = torch.float16
+    kw, call = {}, {}
+    if case == "gelu_clamp":
+        kw = dict(activation=Activation.GELU, swiglu_limit=0.3)
+    elif case == "odd_sizes":
+        kw = dict(hidden_size=72, intermediate_size=40, num_experts=3)
+    elif case == "expert_map":
+        kw = dict(num_experts=8, parallel=ParallelConfig(ep_size=2))
+    elif case == "top1_on_input":
+        kw = dict(top_k=1)
+        call = dict(apply_router_weight_on_input=True)
+    cfg = cfg_for(dtype, **kw)
+    ids = torch.full((6, 2), 2).long() if case == "one_expert" else None
+    weights, x, routing = problem(cfg, sch, 6, seed=11, ids=ids)
+    if case == "expert_map":
+        call = dict(expert_map=torch.tensor([-1, 0, -1, 1, 2, -1, 3, -1], device=DEVICE))
+    got, want = run_both(TritonKernel, cfg, sch, x, weights, routing, **call)
+    assert torch.isfinite(got).all()
+    assert rel_err(got, want) < tolerance(sch.activation_key, dtype)
+
+
+@pytest.mark.parametrize("name", BATCHED_SCHEMES)
+def test_batched_matches_reference(name):
+    sch = quant.scheme(name)
+    dtype = torch.float16
+    cfg = cfg_for(dtype, parallel=ParallelConfig(use_batched_activation_format=True))
+    weights, x, routing = problem(cfg, sch, 5, seed=3)
+    xb, brouting, layout = dispatch(x, routing, cfg.num_experts, max_tokens=6)
+    got, want = run_both(TritonBatchedKernel, cfg, sch, xb, weights, brouting)
+    counts = brouting.expert_num_tokens.tolist()
+    for e, c in enumerate(counts):
+        assert got[e, c:].abs().sum() == 0  # rows past each count are zero
+    assert rel_err(combine(got, layout, routing), combine(want, layout, routing)) < tolerance(sch.activation_key, dtype)
+
+
+def test_block_tables():
+    ids = torch.tensor([[2, 0], [2, 1], [0, 2]])
+    t = standard_table(ids, 4, block_m=4)
+    assert t.num_valid == 6 and int(t.num_padded) == 12
+    rows = t.sorted_ids.tolist()
+    assert rows[:4] == [1, 4, 6, 6] and rows[4:8] == [3, 6, 6, 6] and rows[8:12] == [0, 2, 5, 6]
+    assert t.block_expert.tolist()[:3] == [0, 1, 2]
+    remote = standard_table(ids, 2, block_m=2, expert_map=torch.tensor([0, -1, 1, -1]))
+    assert int(remote.num_padded) == 6 and sorted(r for r in remote.sorted_ids.tolist() if r < 6) == [0, 1, 2, 4, 5]
+    b = batched_table(torch.tensor([1, 0, 3]), max_tokens=3, block_m=2)
+    assert b.sorted_ids.tolist() == [0, 9, 9, 9, 9, 9, 9, 9, 6, 7, 8, 9] and b.block_expert.tolist() == [0, 0, 1, 1, 2, 2]
