@@ -11,20 +11,22 @@ from typing import Sequence
 from moe_core.errors import MoECoreError
 
 
-def _layer_args(p: argparse.ArgumentParser) -> None:
+def _layer_args(p: argparse.ArgumentParser, multi: bool = False) -> None:
+    """Layer flags; with ``multi``, --preset and --scheme take comma-separated lists."""
     from moe_core.presets import MODELS
     from moe_core.quant import SCHEMES
     from moe_core.platform import PRESETS
 
     g = p.add_argument_group("layer")
-    g.add_argument("--preset", choices=sorted(MODELS), default="qwen3-30b-a3b", help="model whose MoE layer to describe")
+    lists = " (comma-separated list)" if multi else ""
+    g.add_argument("--preset", choices=None if multi else sorted(MODELS), default="qwen3-30b-a3b", help=f"model whose MoE layer to describe: {', '.join(sorted(MODELS))}{lists}")
     g.add_argument("--experts", type=int, help="override the number of experts")
     g.add_argument("--top-k", type=int, help="override top-k")
     g.add_argument("--hidden", type=int, help="override the hidden size")
     g.add_argument("--intermediate", type=int, help="override the intermediate size")
     g.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16")
     g.add_argument("--activation", choices=["silu", "gelu"], default="silu")
-    g.add_argument("--scheme", choices=[s.name for s in SCHEMES], default="unquantized", help="quantization scheme")
+    g.add_argument("--scheme", choices=None if multi else [s.name for s in SCHEMES], default="unquantized", help=f"quantization scheme{lists}")
     g.add_argument("--swiglu-limit", type=float, help="SwiGLU clamp limit")
     g.add_argument("--lora", action="store_true", help="LoRA adapters on the experts")
     g.add_argument("--batched", action="store_true", help="batched-experts activation format")
@@ -161,6 +163,53 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    """Every available backend and the peers, checked against the reference, timed, against the roofline."""
+    import torch
+
+    from moe_core.bench import harness, report
+    from moe_core.presets import model
+    from moe_core.quant import scheme
+    from moe_core.registry import default_registry
+    from moe_core.resolver import current_platform
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type != "cuda":
+        print("note: no GPU in use: timing the CPU with a wall clock; only CPU-capable backends run", file=sys.stderr)
+    tokens = tuple(int(t) for t in args.tokens.split(","))
+    presets = args.preset.split(",")
+    schemes = args.scheme.split(",")
+    backends = tuple(args.backends.split(",")) if args.backends else None
+    peers = tuple(p for p in args.peers.split(",") if p) if args.peers is not None else ("reference", "torch_grouped_mm")
+    timer = harness.Timer(device.type)
+    ceilings = harness.measure_ceilings(device, timer)
+    platform = _platform(args) or current_platform()
+    results = []
+    for preset_name in presets:
+        for name in schemes:
+            args.preset = preset_name
+            cfg = _config(args)
+            req = harness.BenchRequest(cfg, scheme(name), tokens, backends, peers, args.input_sets, args.reference_max_tokens, args.seed,
+                                       label=f"{preset_name} {name}")
+            results.append(harness.run(req, default_registry(), platform, device, timer=timer, ceilings=ceilings,
+                                       progress=None if args.quiet else harness.stderr_progress))
+    if not args.quiet:
+        sys.stderr.write("\n")
+    command = "moe-core " + " ".join(sys.argv[1:])
+    if args.json:
+        report.write_json(args.json, results, command)
+    if args.csv:
+        report.write_csv(args.csv, results)
+    if args.plot:
+        report.write_plot(args.plot, results, args.plot_metric)
+    if args.write_ranking:
+        from moe_core.ranking import ranking_from_results
+
+        ranking_from_results(results).save(args.write_ranking)
+    print(harness.format_table(results))
+    return 1 if any(r.status in ("failed", "error") for res in results for r in res.rows) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moe-core", description="Ranked, explained fused-MoE kernel selection.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log selection decisions (INFO) and rejections (DEBUG with -vv)")
@@ -174,6 +223,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_explain)
     p = sub.add_parser("doctor", help="platform, optional packages, plugin load errors")
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("bench", help="time every available backend against peers and the roofline")
+    _layer_args(p, multi=True)
+    p.add_argument("--tokens", default="1,16,64,256,1024,4096", help="comma-separated token counts")
+    p.add_argument("--backends", help="comma-separated backends (default: every registered backend that supports the layer here)")
+    p.add_argument("--peers", help="comma-separated peers: reference, torch_grouped_mm (default both; '' for none)")
+    p.add_argument("--input-sets", type=int, default=3, help="input sets rotated while timing")
+    p.add_argument("--reference-max-tokens", type=int, default=4096, help="time the (slow) reference only up to this many tokens")
+    p.add_argument("--device", choices=["cpu", "cuda"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write every row as JSON")
+    p.add_argument("--csv", help="write every row as CSV")
+    p.add_argument("--plot", help="write a PNG (needs matplotlib)")
+    p.add_argument("--plot-metric", choices=["time", "roofline"], default="time")
+    p.add_argument("--write-ranking", help="write the measured per-token-bucket order of backends (docs/ranking.md)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=cmd_bench)
     p = sub.add_parser("run", help="select and run one forward of a random layer")
     _layer_args(p)
     p.add_argument("--tokens", type=int, default=16)

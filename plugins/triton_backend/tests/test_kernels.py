@@ -15,7 +15,7 @@ from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.presets import random_layer
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.routing import Routing
-from moe_core.testing.conformance import tolerance
+from moe_core.numerics import tolerance
 from moe_core_triton.blocks import batched_table, standard_table
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 from moe_core_triton.plugin import BATCHED_SCHEMES, STANDARD_SCHEMES

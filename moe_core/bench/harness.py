@@ -1,0 +1,219 @@
+"""The benchmark harness: every available backend and the peers, checked against the reference, then timed.
+
+A backend's row is timed only after its output on the same inputs matched the reference within
+the scheme's tolerance; a mismatch is reported as failed, never timed as if it were right.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from moe_core.bench.peers import GROUPED_MM, GroupedMMPipeline, grouped_mm_available
+from moe_core.bench.roofline import Ceilings, measure_ceilings, work
+from moe_core.bench.timing import Timer
+from moe_core.config import MoEConfig
+from moe_core.platform import Platform
+from moe_core.presets import random_layer
+from moe_core.quant import QuantDtype, QuantScheme
+from moe_core.reference.kernel import BACKEND_NAME as REFERENCE, ReferenceKernel
+from moe_core.registry import Registry
+from moe_core.routing import Routing
+from moe_core.spec import SupportQuery
+from moe_core.numerics import relative_error, tolerance
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """What to measure: one layer and scheme, several token counts, some backends and peers."""
+
+    config: MoEConfig
+    scheme: QuantScheme
+    tokens: tuple[int, ...]
+    backends: tuple[str, ...] | None = None  # None: every registered backend that supports the layer here
+    peers: tuple[str, ...] = (REFERENCE, GROUPED_MM)
+    input_sets: int = 3
+    reference_max_tokens: int = 4096  # the reference is timed only up to here (it loops over experts)
+    seed: int = 0
+    label: str = ""
+
+
+@dataclass
+class Row:
+    label: str
+    backend: str
+    kind: str  # "backend" or "peer"
+    tokens: int
+    status: str  # ok, failed, refused, skipped, error
+    detail: str = ""
+    time_s: float | None = None
+    rel_err: float | None = None
+    bytes: float | None = None
+    flops: float | None = None
+    touched_experts: int | None = None
+    tbps: float | None = None
+    tflops: float | None = None
+    pct_copy: float | None = None
+    pct_matmul: float | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class BenchResult:
+    request: BenchRequest
+    device: str
+    timing: str
+    ceilings: Ceilings
+    rows: list[Row] = field(default_factory=list)
+
+
+def _ceiling_key(scheme: QuantScheme) -> str:
+    key = scheme.activation_key
+    return "fp8" if key is not None and key.dtype is QuantDtype.FP8_E4M3 else "bf16"
+
+
+def candidate_backends(req: BenchRequest, registry: Registry, platform: Platform) -> list[tuple[str, str]]:
+    """(name, why-not or '') for every backend to measure."""
+    query = SupportQuery(req.config, req.scheme.weight_key, req.scheme.activation_key, platform)
+    names = req.backends if req.backends is not None else [n for n in registry.specs if n != REFERENCE]
+    out = []
+    for name in names:
+        spec = registry.get(name)
+        if spec is None:
+            out.append((name, "not registered"))
+            continue
+        support = registry.supports(spec, query)
+        out.append((name, "" if support.ok else support.explain()))
+    return out
+
+
+def run(
+    req: BenchRequest,
+    registry: Registry,
+    platform: Platform,
+    device: torch.device,
+    *,
+    timer: Timer | None = None,
+    ceilings: Ceilings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Measure every (backend or peer, token count) of ``req`` on ``device``."""
+    timer = timer or Timer(device.type)
+    ceilings = ceilings or measure_ceilings(device, timer)
+    progress = progress or (lambda msg: None)
+    cfg, sch = req.config, req.scheme
+    raw = random_layer(cfg, sch, device=device, seed=req.seed)
+    oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
+    oracle_weights = oracle.prepare_weights(raw)
+    runners: dict[str, tuple[str, Callable | None, str]] = {}
+    for name, why in candidate_backends(req, registry, platform):
+        if why:
+            runners[name] = ("backend", None, why)
+            continue
+        kernel = registry.specs[name].load_kernel()(cfg, sch.weight_key, sch.activation_key)
+        runners[name] = ("backend", _bound(kernel, kernel.prepare_weights(raw)), "")
+    for peer in req.peers:
+        if peer == REFERENCE:
+            runners[REFERENCE] = ("peer", _bound(oracle, oracle_weights), "")
+        elif peer == GROUPED_MM:
+            why = grouped_mm_available(cfg, raw, device)
+            runners[GROUPED_MM] = ("peer", None if why else _grouped(GroupedMMPipeline(cfg, raw)), why or "")
+        else:
+            raise ValueError(f"unknown peer {peer!r}; valid: {REFERENCE}, {GROUPED_MM}")
+
+    result = BenchResult(req, ceilings.device, timer.method, ceilings)
+    total = len(req.tokens) * len(runners)
+    step = itertools.count(1)
+    for tokens in req.tokens:
+        sets = [_inputs(cfg, tokens, device, req.seed + 1000 * tokens + i) for i in range(req.input_sets)]
+        want = oracle.apply(sets[0][0], oracle_weights, sets[0][1])
+        w = work(cfg, sch.weight_key, sets[0][1])
+        tol = tolerance(sch.activation_key, cfg.dtype)
+        for name, (kind, fn, why) in runners.items():
+            progress(f"[{next(step)}/{total}] {req.label or sch.name} T={tokens} {name}")
+            row = Row(req.label, name, kind, tokens, "skipped", why, bytes=w.bytes, flops=w.flops, touched_experts=w.touched_experts)
+            result.rows.append(row)
+            if fn is None:
+                row.status = "unsupported"
+                continue
+            if name == REFERENCE and tokens > req.reference_max_tokens:
+                row.detail = f"the reference is timed up to {req.reference_max_tokens} tokens"
+                continue
+            try:
+                got = fn(*sets[0])
+            except Exception as exc:  # noqa: BLE001 - a broken backend is a row, not a crash
+                row.status, row.detail = "error", f"{type(exc).__name__}: {exc}"
+                continue
+            if got is None:
+                row.status, row.detail = "refused", "check_shapes refused this input"
+                continue
+            err = relative_error(got, want)
+            row.rel_err = err
+            if not err <= tol:
+                row.status, row.detail = "failed", f"output differs from the reference: rel err {err:.3g} > {tol:.3g}"
+                continue
+            cycle = itertools.cycle(sets)
+            row.time_s = timer.time(lambda: fn(*next(cycle)))
+            row.status = "ok"
+            row.tbps = w.bytes / row.time_s / 1e12
+            row.tflops = w.flops / row.time_s / 1e12
+            row.pct_copy = 100 * w.bytes / row.time_s / ceilings.copy_bytes_per_s
+            rate = ceilings.matmul_flops_per_s.get(_ceiling_key(sch)) or ceilings.matmul_flops_per_s["bf16"]
+            row.pct_matmul = 100 * w.flops / row.time_s / rate
+    return result
+
+
+def _inputs(cfg: MoEConfig, tokens: int, device: torch.device, seed: int) -> tuple[torch.Tensor, Routing]:
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(tokens, cfg.hidden_size, generator=gen).to(device=device, dtype=cfg.dtype)
+    logits = torch.randn(tokens, cfg.num_experts, generator=gen).to(device)
+    return x, Routing.from_logits(logits, cfg.top_k)
+
+
+def _bound(kernel, weights):
+    def call(x, routing):
+        if not kernel.check_shapes(x, routing).ok:
+            return None
+        return kernel.apply(x, weights, routing)
+
+    return call
+
+
+def _grouped(pipeline: GroupedMMPipeline):
+    return lambda x, routing: pipeline(x, routing)
+
+
+def stderr_progress(message: str) -> None:
+    sys.stderr.write(f"\r{message:<70}")
+    sys.stderr.flush()
+
+
+def format_table(results: Sequence[BenchResult]) -> str:
+    """A readable table of every row, with the device, ceilings and timing method first."""
+    if not results:
+        return "(no results)"
+    first = results[0]
+    c = first.ceilings
+    matmul = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in c.matmul_flops_per_s.items())
+    lines = [f"device: {first.device} | timing: {first.timing} | ceilings: copy {c.copy_bytes_per_s / 1e12:.2f} TB/s, {matmul}"]
+    header = ("case", "backend", "tokens", "status", "time", "TB/s", "TFLOP/s", "%copy", "%matmul", "rel err / detail")
+    table = [header]
+    for res in results:
+        for r in res.rows:
+            t = f"{r.time_s * 1e6:.1f} us" if r.time_s is not None else "-"
+            fmt = (lambda v, p=".2f": "-" if v is None else format(v, p))
+            detail = f"{r.rel_err:.2e}" if r.status == "ok" and r.rel_err is not None else r.detail
+            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status, t,
+                          fmt(r.tbps), fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        lines.append("  ".join(row[i].ljust(widths[i]) for i in range(len(widths))) + "  " + row[-1])
+    lines.append("* peer (not a registered backend)")
+    return "\n".join(lines)

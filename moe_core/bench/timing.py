@@ -1,0 +1,68 @@
+"""Timing: CUDA events through triton.testing.do_bench (median) on a GPU, wall clock on a CPU."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Timer:
+    """Times a callable: warm-up first, then the median of repeated runs, in seconds.
+
+    On CUDA it uses ``triton.testing.do_bench`` (events, L2 flushed between runs) when Triton is
+    importable, else CUDA events; on a CPU, ``time.perf_counter``.
+    """
+
+    device_type: str
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    cpu_repeats: int = 5
+
+    @property
+    def method(self) -> str:
+        if self.device_type != "cuda":
+            return "wall clock (perf_counter), median"
+        return "triton.testing.do_bench (CUDA events), median" if _has_triton() else "CUDA events, median"
+
+    def time(self, fn: Callable[[], object]) -> float:
+        if self.device_type == "cuda":
+            return _cuda_time(fn, self.warmup_ms, self.rep_ms)
+        fn()
+        samples = []
+        for _ in range(self.cpu_repeats):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+
+def _has_triton() -> bool:
+    try:
+        import triton.testing  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _cuda_time(fn, warmup_ms: float, rep_ms: float) -> float:
+    import torch
+
+    if _has_triton():
+        from triton.testing import do_bench
+
+        return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") / 1e3
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(20):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(samples)
