@@ -201,7 +201,10 @@ def cmd_bench(args) -> int:
     if args.csv:
         report.write_csv(args.csv, results)
     if args.plot:
-        report.write_plot(args.plot, results, args.plot_metric)
+        try:
+            report.write_plot(args.plot, results, args.plot_metric)
+        except RuntimeError as exc:
+            print(f"warning: no plot written: {exc}", file=sys.stderr)
     if args.write_ranking:
         from moe_core.ranking import ranking_from_results
 
