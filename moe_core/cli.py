@@ -189,8 +189,8 @@ def cmd_bench(args) -> int:
         for name in schemes:
             args.preset = preset_name
             cfg = _config(args)
-            req = harness.BenchRequest(cfg, scheme(name), tokens, backends, peers, args.input_sets, args.reference_max_tokens, args.seed,
-                                       label=f"{preset_name} {name}")
+            req = harness.BenchRequest(cfg, scheme(name), tokens, backends, peers, args.input_sets, args.reference_max_tokens,
+                                       cuda_graphs=not args.eager, seed=args.seed, label=f"{preset_name} {name}")
             results.append(harness.run(req, default_registry(), platform, device, timer=timer, ceilings=ceilings,
                                        progress=None if args.quiet else harness.stderr_progress))
     if not args.quiet:
@@ -240,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="write a PNG (needs matplotlib)")
     p.add_argument("--plot-metric", choices=["time", "roofline"], default="time")
     p.add_argument("--write-ranking", help="write the measured per-token-bucket order of backends (docs/ranking.md)")
+    p.add_argument("--eager", action="store_true", help="time eager calls only (default: CUDA-graph replay where capturable)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("run", help="select and run one forward of a random layer")

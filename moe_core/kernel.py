@@ -37,6 +37,8 @@ class MoEKernel(abc.ABC):
     """
 
     backend_name: str = ""
+    #: True when ``apply`` never synchronises with the host, so engines may capture it in a CUDA graph.
+    cuda_graph_safe: bool = False
 
     def __init__(self, config: MoEConfig, weight_key: QuantKey | None, activation_key: QuantKey | None):
         self.config = config

@@ -39,6 +39,7 @@ class BenchRequest:
     peers: tuple[str, ...] = (REFERENCE, GROUPED_MM)
     input_sets: int = 3
     reference_max_tokens: int = 4096  # the reference is timed only up to here (it loops over experts)
+    cuda_graphs: bool = True  # on CUDA, time graph replays for backends that declare themselves capturable
     seed: int = 0
     label: str = ""
 
@@ -52,6 +53,8 @@ class Row:
     status: str  # ok, failed, refused, skipped, error
     detail: str = ""
     time_s: float | None = None
+    eager_time_s: float | None = None
+    mode: str = ""  # "graph" (CUDA-graph replay) or "eager"
     rel_err: float | None = None
     bytes: float | None = None
     flops: float | None = None
@@ -112,21 +115,22 @@ def run(
     raw = random_layer(cfg, sch, device=device, seed=req.seed)
     oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
     oracle_weights = oracle.prepare_weights(raw)
-    runners: dict[str, tuple[str, Callable | None, str]] = {}
+    runners: dict[str, tuple[str, Callable | None, str, bool]] = {}  # kind, call, why not, graph-safe
     for name, why in candidate_backends(req, registry, platform):
         if why:
-            runners[name] = ("backend", None, why)
+            runners[name] = ("backend", None, why, False)
             continue
         kernel = registry.specs[name].load_kernel()(cfg, sch.weight_key, sch.activation_key)
-        runners[name] = ("backend", _bound(kernel, kernel.prepare_weights(raw)), "")
+        runners[name] = ("backend", _bound(kernel, kernel.prepare_weights(raw)), "", kernel.cuda_graph_safe)
     for peer in req.peers:
         if peer == REFERENCE:
-            runners[REFERENCE] = ("peer", _bound(oracle, oracle_weights), "")
+            runners[REFERENCE] = ("peer", _bound(oracle, oracle_weights), "", False)
         elif peer == GROUPED_MM:
             why = grouped_mm_available(cfg, raw, device)
-            runners[GROUPED_MM] = ("peer", None if why else _grouped(GroupedMMPipeline(cfg, raw)), why or "")
+            runners[GROUPED_MM] = ("peer", None if why else _grouped(GroupedMMPipeline(cfg, raw)), why or "", True)
         else:
             raise ValueError(f"unknown peer {peer!r}; valid: {REFERENCE}, {GROUPED_MM}")
+    use_graphs = req.cuda_graphs and device.type == "cuda"
 
     result = BenchResult(req, ceilings.device, timer.method, ceilings)
     total = len(req.tokens) * len(runners)
@@ -136,7 +140,7 @@ def run(
         want = oracle.apply(sets[0][0], oracle_weights, sets[0][1])
         w = work(cfg, sch.weight_key, sets[0][1])
         tol = tolerance(sch.activation_key, cfg.dtype)
-        for name, (kind, fn, why) in runners.items():
+        for name, (kind, fn, why, graph_safe) in runners.items():
             progress(f"[{next(step)}/{total}] {req.label or sch.name} T={tokens} {name}")
             row = Row(req.label, name, kind, tokens, "skipped", why, bytes=w.bytes, flops=w.flops, touched_experts=w.touched_experts)
             result.rows.append(row)
@@ -160,7 +164,12 @@ def run(
                 row.status, row.detail = "failed", f"output differs from the reference: rel err {err:.3g} > {tol:.3g}"
                 continue
             cycle = itertools.cycle(sets)
-            row.time_s = timer.time(lambda: fn(*next(cycle)))
+            row.eager_time_s = row.time_s = timer.time(lambda: fn(*next(cycle)))
+            row.mode = "eager"
+            if use_graphs and graph_safe:
+                replays = itertools.cycle(_capture(fn, sets))
+                row.time_s = timer.time(lambda: next(replays).replay())
+                row.mode = "graph"
             row.status = "ok"
             row.tbps = w.bytes / row.time_s / 1e12
             row.tflops = w.flops / row.time_s / 1e12
@@ -186,6 +195,23 @@ def _bound(kernel, weights):
     return call
 
 
+def _capture(fn, sets) -> list:
+    """One CUDA graph per input set (inputs are baked in), captured after a warm-up on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for inputs in sets:
+            fn(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graphs = []
+    for inputs in sets:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(*inputs)
+        graphs.append(graph)
+    return graphs
+
+
 def _grouped(pipeline: GroupedMMPipeline):
     return lambda x, routing: pipeline(x, routing)
 
@@ -203,17 +229,18 @@ def format_table(results: Sequence[BenchResult]) -> str:
     c = first.ceilings
     matmul = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in c.matmul_flops_per_s.items())
     lines = [f"device: {first.device} | timing: {first.timing} | ceilings: copy {c.copy_bytes_per_s / 1e12:.2f} TB/s, {matmul}"]
-    header = ("case", "backend", "tokens", "status", "time", "TB/s", "TFLOP/s", "%copy", "%matmul", "rel err / detail")
+    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "TB/s", "TFLOP/s", "%copy", "%matmul", "rel err / detail")
     table = [header]
     for res in results:
         for r in res.rows:
             t = f"{r.time_s * 1e6:.1f} us" if r.time_s is not None else "-"
+            eager = f"{r.eager_time_s * 1e6:.1f} us" if r.eager_time_s is not None else "-"
             fmt = (lambda v, p=".2f": "-" if v is None else format(v, p))
             detail = f"{r.rel_err:.2e}" if r.status == "ok" and r.rel_err is not None else r.detail
-            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status, t,
+            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status, t, r.mode or "-", eager,
                           fmt(r.tbps), fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         lines.append("  ".join(row[i].ljust(widths[i]) for i in range(len(widths))) + "  " + row[-1])
-    lines.append("* peer (not a registered backend)")
+    lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager")
     return "\n".join(lines)

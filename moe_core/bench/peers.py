@@ -32,6 +32,7 @@ class GroupedMMPipeline:
     """
 
     name = GROUPED_MM
+    cuda_graph_safe = True
 
     def __init__(self, cfg: MoEConfig, weights: ExpertWeights):
         self.cfg = cfg
@@ -42,8 +43,8 @@ class GroupedMMPipeline:
         cfg = self.cfg
         ids = routing.topk_ids.reshape(-1)
         order = torch.argsort(ids, stable=True)
-        counts = torch.bincount(ids, minlength=cfg.num_experts)
-        offsets = torch.cumsum(counts, 0, dtype=torch.int32)
+        counts = torch.zeros(cfg.num_experts, dtype=torch.int32, device=x.device).scatter_add_(0, ids.long(), torch.ones_like(ids, dtype=torch.int32))
+        offsets = torch.cumsum(counts, 0, dtype=torch.int32)  # (bincount would synchronise with the host)
         tokens = order // cfg.top_k
         h = torch._grouped_mm(x[tokens], self.w13_t, offs=offsets)
         if cfg.activation is Activation.SILU and cfg.swiglu_limit is None:

@@ -91,9 +91,9 @@ def moe_gemm_kernel(
                 b_s_up = tl.load(b_s_up_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
                 acc_up += tl.dot(a, b_up) * a_s[:, None] * b_s_up[None, :]
         else:
-            acc = tl.dot(a, b, acc)
+            acc = tl.dot(a, b, acc, out_dtype=acc_dtype)
             if GATED:
-                acc_up = tl.dot(a, b_up, acc_up)
+                acc_up = tl.dot(a, b_up, acc_up, out_dtype=acc_dtype)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 

@@ -61,6 +61,7 @@ class TritonKernel(MoEKernel):
     """Fused MoE in Triton for the STANDARD activation format."""
 
     backend_name = "triton"
+    cuda_graph_safe = True  # block tables are built without host synchronisation
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)

@@ -1,0 +1,117 @@
+"""Tune launch configurations on the GPU at hand and store them as a data file.
+
+    python -m moe_core_triton.tune --preset qwen3-30b-a3b --scheme unquantized,fp8-block \\
+        --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json]
+
+For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
+routing (triton.testing.do_bench median, L2 flushed) and the fastest is written; existing entries
+of the file are kept unless re-tuned. Candidates are checked to produce the same output as the
+heuristic configuration first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from moe_core.presets import model, random_layer
+from moe_core.quant import scheme
+from moe_core.routing import Routing
+from moe_core_triton import configs
+from moe_core_triton.kernel import TritonKernel
+
+_TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
+    (64, 64, 4, 4), (64, 128, 4, 4), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (32, 128, 4, 5),
+]
+
+
+def candidates(rows_per_expert: float, block_k_limit: int | None) -> list[configs.LaunchConfig]:
+    if rows_per_expert <= 8:
+        block_ms = (16,)
+    elif rows_per_expert <= 32:
+        block_ms = (16, 32)
+    elif rows_per_expert <= 128:
+        block_ms = (32, 64)
+    else:
+        block_ms = (64, 128)
+    out = []
+    for bm, (bn, bk, warps, stages) in itertools.product(block_ms, _TILES):
+        if block_k_limit is not None and bk > block_k_limit:
+            continue
+        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages))
+    return out
+
+
+def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0) -> dict[int, configs.LaunchConfig]:
+    """Best config per GEMM (1, 2) for one (shape, scheme, token count)."""
+    from triton.testing import do_bench
+
+    sch = scheme(scheme_name)
+    cfg = model(preset).config()
+    kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+    weights = kernel.prepare_weights(random_layer(cfg, sch, device="cuda", seed=seed))
+    gen = torch.Generator().manual_seed(seed + tokens)
+    x = torch.randn(tokens, cfg.hidden_size, generator=gen).to("cuda", cfg.dtype)
+    routing = Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=gen).cuda(), cfg.top_k)
+    rows = tokens * cfg.top_k
+    i, h = cfg.intermediate_size, cfg.hidden_size
+    from moe_core_triton.blocks import standard_table
+
+    a1, a1_scale = kernel._quantize(x, weights.a13_scale)
+    inter = torch.randn(rows, i, device="cuda").to(cfg.dtype)
+    a2, a2_scale = kernel._quantize(inter, weights.a2_scale)
+    best = {}
+    limit = 128 if kernel.mode.scales == 2 else None
+    for gemm, (a, a_s, b, b_s, n, gated, row_div) in {
+        1: (a1, a1_scale, weights.w13, weights.w13_scale, i, True, cfg.top_k),
+        2: (a2, a2_scale, weights.w2, weights.w2_scale, h, False, 1),
+    }.items():
+        timings = []
+        reference = None
+        for lc in candidates(rows / cfg.num_experts, limit):
+            table = standard_table(routing.topk_ids, cfg.num_experts, lc.BLOCK_M)
+            out = torch.zeros(rows, n, device="cuda", dtype=cfg.dtype)
+            run = lambda: kernel._gemm(a, a_s, b, b_s, out, table, lc, row_div=row_div, gated=gated,  # noqa: E731
+                                       topk_weights=None if gated else routing.topk_weights)
+            try:
+                run()
+            except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: not a candidate
+                print(f"  skip {lc}: {type(exc).__name__}", file=sys.stderr)
+                continue
+            if reference is None:
+                reference = out.clone()
+            elif not torch.allclose(out.float(), reference.float(), rtol=2e-2, atol=2e-2):
+                raise AssertionError(f"config {lc} changes the result of GEMM{gemm}")
+            timings.append((do_bench(run, warmup=5, rep=25, return_mode="median"), lc))
+        best[gemm] = min(timings, key=lambda t: t[0])[1]
+        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {min(timings, key=lambda t: t[0])[0] * 1e3:.1f} us with {best[gemm]}", flush=True)
+    return best
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", required=True, help="comma-separated model presets")
+    parser.add_argument("--scheme", required=True, help="comma-separated schemes")
+    parser.add_argument("--tokens", default="1,16,64,256,1024,4096,16384")
+    parser.add_argument("--out", help="data file (default: configs/<this device>.json in the package)")
+    args = parser.parse_args(argv)
+    path = Path(args.out) if args.out else configs.CONFIG_DIR / configs.device_file_name(torch.cuda.get_device_name())
+    data = json.loads(path.read_text()) if path.exists() else {}
+    for preset, scheme_name, tokens in itertools.product(args.preset.split(","), args.scheme.split(","), [int(t) for t in args.tokens.split(",")]):
+        cfg = model(preset).config()
+        best = tune_case(preset, scheme_name, tokens)
+        for gemm, lc in best.items():
+            n, k = (cfg.intermediate_size, cfg.hidden_size) if gemm == 1 else (cfg.hidden_size, cfg.intermediate_size)
+            data.setdefault(configs.shape_key(cfg.num_experts, n, k, scheme_name, gemm), {})[str(tokens)] = lc.to_dict()
+        path.write_text(json.dumps(data, indent=1, sort_keys=True))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
