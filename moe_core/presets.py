@@ -51,29 +51,36 @@ def model(name: str) -> ModelPreset:
 def random_layer(config: MoEConfig, scheme: QuantScheme, *, device: str | torch.device = "cpu", seed: int = 0, calibration_tokens: int = 64) -> ExpertWeights:
     """Random expert weights for ``config`` quantized into ``scheme`` (static activation scales calibrated).
 
-    Weights are drawn so that layer outputs have roughly unit scale. Static activation scales
-    (per-tensor fp8) are the amax of a random calibration batch of unit-variance activations,
+    Weights are drawn on ``device`` one expert at a time (so a DeepSeek-V3-sized layer never needs
+    its float32 copy in memory) and scaled so that layer outputs have roughly unit scale. Static
+    activation scales (per-tensor fp8) are the amax of a random unit-variance calibration batch,
     with 2x headroom.
     """
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
     e, h, i = config.local_num_experts, config.hidden_size, config.intermediate_size
-    w13 = torch.randn(e, 2 * i, h, generator=gen) / h**0.5
-    w2 = torch.randn(e, h, i, generator=gen) / i**0.5
-    if scheme.weight_key is None:
-        weights = ExpertWeights(w13.to(config.dtype), w2.to(config.dtype))
-    else:
-        weights = quantize_experts(w13, w2, scheme.weight_key)
+    parts = []
+    for _ in range(e):
+        w13 = torch.randn(1, 2 * i, h, generator=gen, device=device) / h**0.5
+        w2 = torch.randn(1, h, i, generator=gen, device=device) / i**0.5
+        if scheme.weight_key is None:
+            parts.append(ExpertWeights(w13.to(config.dtype), w2.to(config.dtype)))
+        else:
+            parts.append(quantize_experts(w13, w2, scheme.weight_key))
+    weights = _stack(parts)
     akey = scheme.activation_key
     if akey is not None and akey.static:
         if akey.dtype is not QuantDtype.FP8_E4M3:
             raise InvalidConfigError(f"static activation calibration is implemented for fp8 only, not {akey}")
-        sample = torch.randn(calibration_tokens, h, generator=gen)
+        sample = torch.randn(calibration_tokens, h, generator=gen, device=device)
         a13 = quantize(sample, akey).scale * 2
-        a2 = torch.full((1, 1), 2.0 * 4.0 / 448.0)  # gated activations of unit-scale inputs stay well under 4
+        a2 = torch.full((1, 1), 2.0 * 4.0 / 448.0, device=device)  # gated activations of unit-scale inputs stay well under 4
         weights = replace(weights, a13_scale=a13, a2_scale=a2)
-    return _to_device(weights, device)
+    return weights
 
 
-def _to_device(weights: ExpertWeights, device) -> ExpertWeights:
-    tensors = {f.name: getattr(weights, f.name) for f in fields(weights) if isinstance(getattr(weights, f.name), torch.Tensor)}
-    return replace(weights, **{k: v.to(device) for k, v in tensors.items()})
+def _stack(parts: list[ExpertWeights]) -> ExpertWeights:
+    """Concatenate single-expert containers along the expert dimension."""
+    first = parts[0]
+    tensors = {f.name: torch.cat([getattr(p, f.name) for p in parts]) for f in fields(first) if isinstance(getattr(first, f.name), torch.Tensor)}
+    return replace(first, **tensors)

@@ -16,6 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import triton
+import triton.language as tl
+
+#: Up to this many (token, slot) pairs the table is built by one Triton program (one launch);
+#: beyond it by a few parallel device ops, whose launch cost no longer matters.
+SMALL_TABLE_PAIRS = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,8 +37,87 @@ class BlockTable:
         return self.sorted_ids.shape[0]
 
 
+@triton.jit
+def _small_table_kernel(
+    ids_ptr, map_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, cursor_ptr,
+    pairs, num_experts, capacity,
+    HAS_MAP: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr, CHUNK: tl.constexpr,
+):
+    """The whole table in one program: per-expert counts, padded offsets, then a stable scatter."""
+    experts = tl.arange(0, E_P2)
+    lane = tl.arange(0, CHUNK)
+    counts = tl.zeros([E_P2], dtype=tl.int32)
+    for start in range(0, pairs, CHUNK):
+        ok = start + lane < pairs
+        e = tl.load(ids_ptr + start + lane, mask=ok, other=-1).to(tl.int32)
+        if HAS_MAP:
+            e = tl.load(map_ptr + e, mask=ok & (e >= 0), other=-1).to(tl.int32)
+        counts += tl.sum((e[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, axis=0)
+    tl.store(cursor_ptr + experts, ends - padded, mask=experts < num_experts)
+    tl.store(num_padded_ptr, tl.sum(padded, axis=0))
+    for start in range(0, capacity, CHUNK):
+        tl.store(sorted_ids_ptr + start + lane, pairs, mask=start + lane < capacity)
+    for first in range(0, capacity // BLOCK_M, CHUNK):
+        blocks = first + lane
+        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_experts).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_experts - 1), mask=blocks < capacity // BLOCK_M)
+    tl.debug_barrier()
+    for start in range(0, pairs, CHUNK):
+        ok = start + lane < pairs
+        e = tl.load(ids_ptr + start + lane, mask=ok, other=-1).to(tl.int32)
+        if HAS_MAP:
+            e = tl.load(map_ptr + e, mask=ok & (e >= 0), other=-1).to(tl.int32)
+        valid = ok & (e >= 0)
+        same = (e[:, None] == e[None, :]) & (lane[None, :] < lane[:, None])
+        rank = tl.sum(same.to(tl.int32), axis=1)
+        base = tl.load(cursor_ptr + e, mask=valid, other=0)
+        tl.store(sorted_ids_ptr + base + rank, start + lane, mask=valid)
+        tl.debug_barrier()
+        seen = tl.sum(((e[:, None] == experts[None, :]) & valid[:, None]).to(tl.int32), axis=0)
+        cursor = tl.load(cursor_ptr + experts, mask=experts < num_experts, other=0)
+        tl.store(cursor_ptr + experts, cursor + seen, mask=experts < num_experts)
+        tl.debug_barrier()
+
+
 def standard_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_map: torch.Tensor | None = None) -> BlockTable:
     """Group the T*k (token, slot) pairs of ``topk_ids`` [T, k] by local expert; remote experts are dropped."""
+    pairs = topk_ids.numel()
+    if 0 < pairs <= SMALL_TABLE_PAIRS and num_experts <= 1024 and (topk_ids.is_cuda or _interpreting()):
+        return _small_table(topk_ids, num_experts, block_m, expert_map)
+    return _large_table(topk_ids, num_experts, block_m, expert_map)
+
+
+def _interpreting() -> bool:
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
+    """Rows the table can need: every pair, plus the padding of each expert that can be non-empty."""
+    return _round_up(pairs + min(num_experts, pairs) * (block_m - 1), block_m) if pairs else block_m
+
+
+def _small_table(topk_ids, num_experts, block_m, expert_map) -> BlockTable:
+    device = topk_ids.device
+    pairs = topk_ids.numel()
+    capacity = _capacity(pairs, num_experts, block_m)
+    sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
+    block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
+    num_padded = torch.empty(1, dtype=torch.int32, device=device)
+    cursor = torch.empty(num_experts, dtype=torch.int32, device=device)
+    ids = topk_ids.reshape(-1)
+    _small_table_kernel[(1,)](
+        ids, expert_map if expert_map is not None else ids, sorted_ids, block_expert, num_padded, cursor,
+        pairs, num_experts, capacity,
+        HAS_MAP=expert_map is not None, BLOCK_M=block_m, E_P2=triton.next_power_of_2(num_experts), CHUNK=64, num_warps=4,
+    )
+    return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
+
+
+def _large_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_map: torch.Tensor | None) -> BlockTable:
     device = topk_ids.device
     ids = topk_ids.reshape(-1).long()
     if expert_map is not None:
@@ -47,7 +132,7 @@ def standard_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, exper
     sorted_key = key[order]
     first = torch.cumsum(counts, 0) - counts
     rank = torch.arange(pairs, device=device) - first[sorted_key]
-    capacity = _round_up(pairs + min(num_experts, pairs) * (block_m - 1), block_m) if pairs else block_m
+    capacity = _capacity(pairs, num_experts, block_m)
     starts_ext = torch.cat([starts, torch.tensor([capacity], device=device)])
     dest = torch.where(sorted_key < num_experts, starts_ext[sorted_key] + rank, capacity)
     sorted_ids = torch.full((capacity + 1,), pairs, dtype=torch.int32, device=device)

@@ -26,7 +26,7 @@ from moe_core_triton import configs
 from moe_core_triton.kernel import TritonKernel
 
 _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
-    (64, 64, 4, 4), (64, 128, 4, 4), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (32, 128, 4, 5),
+    (64, 64, 4, 4), (64, 128, 4, 4), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (32, 128, 4, 5), (32, 64, 4, 4),
 ]
 
 

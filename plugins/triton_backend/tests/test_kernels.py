@@ -113,3 +113,19 @@ def test_block_tables():
     assert int(remote.num_padded) == 6 and sorted(r for r in remote.sorted_ids.tolist() if r < 6) == [0, 1, 2, 4, 5]
     b = batched_table(torch.tensor([1, 0, 3]), max_tokens=3, block_m=2)
     assert b.sorted_ids.tolist() == [0, 9, 9, 9, 9, 9, 9, 9, 6, 7, 8, 9] and b.block_expert.tolist() == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("with_map", [False, True])
+def test_one_program_table_equals_the_device_ops_table(seed, with_map):
+    from moe_core_triton.blocks import _large_table, _small_table
+
+    g = torch.Generator().manual_seed(seed)
+    experts, block_m = 6, [2, 4, 16][seed % 3]
+    ids = torch.randint(0, 8 if with_map else experts, (37, 3), generator=g).to(DEVICE)
+    expert_map = torch.tensor([0, -1, 1, 2, -1, 3, 4, 5], device=DEVICE) if with_map else None
+    small, large = _small_table(ids, experts, block_m, expert_map), _large_table(ids, experts, block_m, expert_map)
+    padded = int(large.num_padded)
+    assert int(small.num_padded) == padded and small.capacity == large.capacity
+    assert small.sorted_ids[:padded].tolist() == large.sorted_ids[:padded].tolist()  # stable: same order
+    assert small.block_expert[: padded // block_m].tolist() == large.block_expert[: padded // block_m].tolist()
