@@ -11,7 +11,9 @@ One kernel, specialised at compile time, serves both expert GEMMs:
 Quantization (``SCALES``): 0 none; 1 per-tensor or per-row activation scales times per-tensor or
 per-channel weight scales, applied once after the K loop (fp8 and int8, int8 accumulating in
 int32); 2 block scales (activation groups of GROUP_K, weight blocks of GROUP_N x GROUP_K) applied
-inside the K loop.
+inside the K loop. fp8 products are promoted to full float32 accumulation every BLOCK_K
+(``PROMOTE_EVERY``): Hopper's fp8 MMA otherwise accumulates in reduced precision for the whole K
+loop, which drifted visibly at K = 7168 (DeepSeek-V3).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def moe_gemm_kernel(
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
     GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
-    GROUP_N: tl.constexpr, GROUP_K: tl.constexpr,
+    GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -86,14 +88,14 @@ def moe_gemm_kernel(
             group = (k * BLOCK_K) // GROUP_K
             a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
             b_s = tl.load(b_s_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
-            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            acc += tl.dot(a, b, max_num_imprecise_acc=PROMOTE_EVERY) * a_s[:, None] * b_s[None, :]
             if GATED:
                 b_s_up = tl.load(b_s_up_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
-                acc_up += tl.dot(a, b_up) * a_s[:, None] * b_s_up[None, :]
+                acc_up += tl.dot(a, b_up, max_num_imprecise_acc=PROMOTE_EVERY) * a_s[:, None] * b_s_up[None, :]
         else:
-            acc = tl.dot(a, b, acc, out_dtype=acc_dtype)
+            acc = tl.dot(a, b, acc, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
             if GATED:
-                acc_up = tl.dot(a, b_up, acc_up, out_dtype=acc_dtype)
+                acc_up = tl.dot(a, b_up, acc_up, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 

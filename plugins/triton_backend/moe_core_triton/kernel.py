@@ -157,7 +157,7 @@ class TritonKernel(MoEKernel):
             GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
             CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=topk_weights is not None,
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
-            GROUP_N=128, GROUP_K=128,
+            GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if a.dtype == torch.float8_e4m3fn else None,
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
             num_warps=lc.num_warps, num_stages=lc.num_stages,
         )

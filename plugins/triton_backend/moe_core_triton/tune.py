@@ -85,8 +85,10 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0) -> dict
                 continue
             if reference is None:
                 reference = out.clone()
-            elif not torch.allclose(out.float(), reference.float(), rtol=2e-2, atol=2e-2):
-                raise AssertionError(f"config {lc} changes the result of GEMM{gemm}")
+            else:
+                drift = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
+                if drift > 1e-2:
+                    raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
             timings.append((do_bench(run, warmup=5, rep=25, return_mode="median"), lc))
         best[gemm] = min(timings, key=lambda t: t[0])[1]
         print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {min(timings, key=lambda t: t[0])[0] * 1e3:.1f} us with {best[gemm]}", flush=True)

@@ -129,3 +129,14 @@ def test_one_program_table_equals_the_device_ops_table(seed, with_map):
     assert int(small.num_padded) == padded and small.capacity == large.capacity
     assert small.sorted_ids[:padded].tolist() == large.sorted_ids[:padded].tolist()  # stable: same order
     assert small.block_expert[: padded // block_m].tolist() == large.block_expert[: padded // block_m].tolist()
+
+
+@pytest.mark.skipif(not GPU, reason="long-K fp8 accumulation is a property of the GPU's MMA units")
+@pytest.mark.parametrize("name", ["fp8-channel", "fp8-block", "int8"])
+def test_long_reduction_stays_accurate(name):
+    """DeepSeek-V3's K = 7168: fp8 products must be promoted to float32 periodically, not only at the end."""
+    sch = quant.scheme(name)
+    cfg = cfg_for(torch.bfloat16, num_experts=4, hidden_size=7168, intermediate_size=512)
+    weights, x, routing = problem(cfg, sch, 300, seed=5)
+    got, want = run_both(TritonKernel, cfg, sch, x, weights, routing)
+    assert rel_err(got, want) < tolerance(sch.activation_key, cfg.dtype)
