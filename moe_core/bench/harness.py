@@ -167,9 +167,13 @@ def run(
             row.eager_time_s = row.time_s = timer.time(lambda: fn(*next(cycle)))
             row.mode = "eager"
             if use_graphs and graph_safe:
-                replays = itertools.cycle(_capture(fn, sets))
-                row.time_s = timer.time(lambda: next(replays).replay())
-                row.mode = "graph"
+                try:
+                    replays = itertools.cycle(_capture(fn, sets))
+                except RuntimeError as exc:  # claimed capturable but is not: report it, keep the eager time
+                    row.detail = f"CUDA-graph capture failed ({str(exc).splitlines()[0][:120]}); eager time"
+                else:
+                    row.time_s = timer.time(lambda: next(replays).replay())
+                    row.mode = "graph"
             row.status = "ok"
             row.tbps = w.bytes / row.time_s / 1e12
             row.tflops = w.flops / row.time_s / 1e12

@@ -124,7 +124,7 @@ def _large_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_
         ids = expert_map.to(device=device, dtype=torch.long)[ids]
     pairs = ids.numel()
     key = torch.where(ids >= 0, ids, num_experts)  # remote pairs go to a dropped bucket
-    counts = torch.bincount(key, minlength=num_experts + 1)
+    counts = torch.zeros(num_experts + 1, dtype=torch.long, device=device).scatter_add_(0, key, torch.ones_like(key))
     padded = (counts[:num_experts] + block_m - 1) // block_m * block_m
     ends = torch.cumsum(padded, 0)
     starts = ends - padded
@@ -133,7 +133,7 @@ def _large_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_
     first = torch.cumsum(counts, 0) - counts
     rank = torch.arange(pairs, device=device) - first[sorted_key]
     capacity = _capacity(pairs, num_experts, block_m)
-    starts_ext = torch.cat([starts, torch.tensor([capacity], device=device)])
+    starts_ext = torch.cat([starts, starts.new_full((1,), capacity)])
     dest = torch.where(sorted_key < num_experts, starts_ext[sorted_key] + rank, capacity)
     sorted_ids = torch.full((capacity + 1,), pairs, dtype=torch.int32, device=device)
     sorted_ids.scatter_(0, dest, order.to(torch.int32))

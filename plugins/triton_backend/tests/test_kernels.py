@@ -140,3 +140,28 @@ def test_long_reduction_stays_accurate(name):
     weights, x, routing = problem(cfg, sch, 300, seed=5)
     got, want = run_both(TritonKernel, cfg, sch, x, weights, routing)
     assert rel_err(got, want) < tolerance(sch.activation_key, cfg.dtype)
+
+
+@pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("tokens", [3, 2000])  # the one-program table and the device-ops table
+@pytest.mark.parametrize("name", ["unquantized", "fp8-tensor-dyn", "fp8-block"])
+def test_apply_is_cuda_graph_capturable(tokens, name):
+    """cuda_graph_safe is a promise: apply() never synchronises with the host."""
+    sch = quant.scheme(name)
+    cfg = cfg_for(torch.bfloat16, num_experts=8, hidden_size=256, intermediate_size=128)
+    weights, x, routing = problem(cfg, sch, tokens, seed=9)
+    kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+    prepared = kernel.prepare_weights(weights)
+    assert TritonKernel.cuda_graph_safe
+    eager = kernel.apply(x, prepared, routing)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kernel.apply(x, prepared, routing)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = kernel.apply(x, prepared, routing)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
