@@ -202,7 +202,7 @@ def cmd_bench(args) -> int:
         report.write_csv(args.csv, results)
     if args.plot:
         try:
-            report.write_plot(args.plot, results, args.plot_metric)
+            report.write_plot(args.plot, report.to_json(results, command), args.plot_metric)
         except RuntimeError as exc:
             print(f"warning: no plot written: {exc}", file=sys.stderr)
     if args.write_ranking:

@@ -28,7 +28,9 @@ class ShapeFallbackExhaustedError(MoECoreError, RuntimeError):
 class MoELayer:
     """Runs one MoE layer on the selected backend.
 
-    Weights are prepared once for the selected kernel. When that kernel's ``check_shapes``
+    Weights are prepared once for the selected kernel (and once for any other backend on first
+    use). With a measured ranking in force, each call runs the measured-fastest eligible backend
+    for its token count. When that kernel's ``check_shapes``
     refuses an input, the next eligible backend of the selection (in rank order) runs it; the
     switch is logged at WARNING, and that backend's weights are prepared on first use.
     """
@@ -45,7 +47,10 @@ class MoELayer:
         environ: Mapping[str, str] | None = None,
     ):
         self.registry = default_registry() if registry is None else registry
-        self.selection: Selection = select(config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ)
+        self._select = lambda tokens: select(  # noqa: E731 - cached by the resolver
+            config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ, num_tokens=tokens
+        )
+        self.selection: Selection = self._select(None)
         self.config = config
         self._raw = weights
         self._kernels: dict[str, tuple[MoEKernel, ExpertWeights]] = {}
@@ -72,7 +77,8 @@ class MoELayer:
         apply_router_weight_on_input: bool = False,
     ) -> torch.Tensor:
         refusals = []
-        for name in (self.selection.name, *self.selection.fallbacks):
+        selection = self._select(hidden_states.shape[0])  # a measured ranking may prefer another backend here
+        for name in dict.fromkeys((selection.name, *selection.fallbacks)):
             kernel, weights = self._kernel(name)
             verdict = kernel.check_shapes(hidden_states, routing)
             if verdict.ok:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Mapping
 
 from moe_core import env as env_vars
+from moe_core import ranking
 from moe_core.config import AUTO, ActivationFormat, MoEConfig
 from moe_core.env import EnvSettings
 from moe_core.errors import BackendUnsupportedError, NoBackendError, UnknownBackendError
@@ -62,6 +63,7 @@ def select(
     platform: Platform | None = None,
     registry: Registry | None = None,
     environ: Mapping[str, str] | None = None,
+    num_tokens: int | None = None,
 ) -> Selection:
     """Choose the backend for one MoE layer; see the module docstring for the rules.
 
@@ -72,21 +74,32 @@ def select(
             ``moe_core.platform.preset("h100")``).
         registry: default: the process-wide registry with every installed plugin.
         environ: environment mapping; default ``os.environ``.
+        num_tokens: tokens of the forward about to run; with a measured ranking in force
+            (MOE_CORE_RANKING_FILE or ``moe_core.ranking.use_ranking``) the measured-fastest
+            eligible backend for that count is chosen (source ``ranking``).
 
     Raises:
         UnknownBackendError: a requested backend name is not registered.
         BackendUnsupportedError: a requested backend cannot run the layer.
         NoBackendError: no candidate can (a NotImplementedError).
         InvalidEnvironmentError: an environment variable has an invalid value.
+        RankingFileError: the ranking file is unreadable or malformed.
     """
     platform = current_platform() if platform is None else platform
     registry = default_registry() if registry is None else registry
     snap = env_vars.snapshot(os.environ if environ is None else environ)
-    key = (config, weight_key, activation_key, platform, snap, registry.id, registry.version)
+    measured = None
+    if num_tokens is not None:
+        in_force = ranking.active(dict(snap).get(env_vars.RANKING_FILE))
+        found = in_force.order_for(config, weight_key, activation_key, num_tokens) if in_force is not None else None
+        if found is not None:
+            measured = (id(in_force), found[1], found[0])
+    key = (config, weight_key, activation_key, platform, snap, registry.id, registry.version, measured[:2] if measured else None)
     hit = _cache.get(key)
     if hit is not None:
         return hit
-    selection = _resolve(SupportQuery(config, weight_key, activation_key, platform), registry, env_vars._parse(snap))
+    query = SupportQuery(config, weight_key, activation_key, platform)
+    selection = _resolve(query, registry, env_vars._parse(snap), measured[2] if measured else None)
     if len(_cache) >= _CACHE_SIZE:
         del _cache[next(iter(_cache))]  # evict the oldest entry
     _cache[key] = selection
@@ -101,7 +114,7 @@ def _request(config: MoEConfig, settings: EnvSettings) -> tuple[str, SelectionSo
     return None
 
 
-def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings) -> Selection:
+def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings, measured: tuple[str, ...] | None = None) -> Selection:
     specs = registry.specs
     settings.validate(set(specs), registry.families)
     family = query.family
@@ -138,13 +151,19 @@ def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings) -> 
             raise BackendUnsupportedError(chosen.name, f"requested by {request[2]}", chosen.support.reasons, render_table(query, tuple(rows)))
     else:
         source = SelectionSource.PRIORITY
-        chosen = next((c for c in rows if c.status is CandidateStatus.RUNNER_UP), None)
+        eligible = [c for c in rows if c.status is CandidateStatus.RUNNER_UP]
+        chosen = eligible[0] if eligible else None
+        fastest = next((c for name in measured or () for c in eligible if c.name == name), None)
+        if fastest is not None and fastest is not chosen:
+            source, chosen = SelectionSource.RANKING, fastest
         if chosen is None:
             for c in rows:
                 _log_once(logging.DEBUG, f"MoE backend {c.name!r} rejected: {c.status.value}: {c.support.explain()}")
             summary = f"{describe_keys(query.weight_key, query.activation_key)}, {query.activation_format.value} format, on {query.platform.describe()}"
             raise NoBackendError(summary, render_table(query, tuple(rows)))
     rows = [replace(c, status=CandidateStatus.SELECTED) if c is chosen else c for c in rows]
+    if source is SelectionSource.RANKING:
+        rows = [replace(c, note="; ".join(filter(None, (c.note, "measured fastest for this token count")))) if c.name == chosen.name else c for c in rows]
 
     for c in rows:
         if c.status not in (CandidateStatus.SELECTED, CandidateStatus.RUNNER_UP):

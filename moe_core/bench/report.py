@@ -62,8 +62,8 @@ def write_csv(path: str, results: Sequence[BenchResult]) -> None:
                 writer.writerow({"scheme": res.request.scheme.name, **row.to_dict()})
 
 
-def write_plot(path: str, results: Sequence[BenchResult], metric: str = "time") -> None:
-    """One panel per case: time (log) or percent of the copy-bandwidth roofline against tokens, a line per backend."""
+def write_plot(path: str, doc: dict, metric: str = "time") -> None:
+    """From a ``to_json`` document: one panel per case, time (log) or percent of the copy roofline against tokens."""
     try:
         import matplotlib
 
@@ -71,24 +71,31 @@ def write_plot(path: str, results: Sequence[BenchResult], metric: str = "time") 
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise RuntimeError("--plot needs matplotlib: pip install 'moe-core[plot]'") from exc
-    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
-    for ax, res in zip(axes[0], results):
-        by_backend: dict[str, list[Row]] = {}
-        for row in res.rows:
-            if row.status == "ok":
-                by_backend.setdefault(row.backend + (" (peer)" if row.kind == "peer" else ""), []).append(row)
-        for name, rows in sorted(by_backend.items()):
-            xs = [r.tokens for r in rows]
-            ys = [r.time_s * 1e6 for r in rows] if metric == "time" else [r.pct_copy for r in rows]
-            ax.plot(xs, ys, marker="o", label=name)
+    cases = doc["cases"]
+    cols = min(4, len(cases))
+    rows = -(-len(cases) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(cases):]:
+        ax.set_visible(False)
+    names = sorted({r["backend"] + (" (peer)" if r["kind"] == "peer" else "") for c in cases for r in c["rows"] if r["status"] == "ok"})
+    colors = {name: f"C{i % 10}" for i, name in enumerate(names)}  # one color per backend across panels
+    for ax, case in zip(axes.flat, cases):
+        lines: dict[str, list[dict]] = {}
+        for row in case["rows"]:
+            if row["status"] == "ok":
+                lines.setdefault(row["backend"] + (" (peer)" if row["kind"] == "peer" else ""), []).append(row)
+        for name, points in sorted(lines.items()):
+            ys = [p["time_s"] * 1e6 for p in points] if metric == "time" else [p["pct_copy"] for p in points]
+            ax.plot([p["tokens"] for p in points], ys, marker="o", label=name, color=colors[name])
         ax.set_xscale("log", base=2)
         if metric == "time":
             ax.set_yscale("log")
         ax.set_xlabel("tokens")
         ax.set_ylabel("time (us)" if metric == "time" else "% of copy-bandwidth roofline")
-        ax.set_title(res.request.label or res.request.scheme.name)
+        ax.set_title(case["label"] or case["scheme"], fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"{results[0].device}: fused MoE forward")
+        ax.legend(fontsize=7)
+    device = (doc.get("ceilings") or {}).get("device", "")
+    fig.suptitle(f"{device}: fused MoE forward ({doc.get('timing', '')})", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)

@@ -1,0 +1,175 @@
+"""moe-core bench on the CPU (reference, fake slow/fast backends, a wrong backend) and measured rankings."""
+
+import dataclasses
+import json
+import time
+
+import pytest
+import torch
+
+from moe_core import quant
+from moe_core.bench import harness
+from moe_core.cli import main
+from moe_core.config import MoEConfig
+from moe_core.errors import RankingFileError
+from moe_core.hookspecs import hookimpl
+from moe_core.layer import MoELayer
+from moe_core.platform import DeviceKind, preset
+from moe_core.presets import random_layer
+from moe_core.ranking import Ranking, ranking_from_results, use_ranking
+from moe_core.reference.kernel import ReferenceKernel
+from moe_core.registry import Registry
+from moe_core.resolver import select
+from moe_core.routing import Routing
+from moe_core.selection import SelectionSource
+from moe_core.spec import BackendSpec
+
+CFG = MoEConfig(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, dtype=torch.float32)
+UNQ = quant.scheme("unquantized")
+CPU = preset("cpu")
+
+
+class SlowKernel(ReferenceKernel):
+    """Correct but slow: sleeps 20 ms above 2 tokens."""
+
+    backend_name = "slowpoke"
+
+    def forward(self, hidden_states, weights, routing, **kw):
+        if hidden_states.shape[0] > 2:
+            time.sleep(0.02)
+        return super().forward(hidden_states, weights, routing, **kw)
+
+
+class FastKernel(ReferenceKernel):
+    """Correct but slow for 1-2 tokens, fast above."""
+
+    backend_name = "speedy"
+
+    def forward(self, hidden_states, weights, routing, **kw):
+        if hidden_states.shape[0] <= 2:
+            time.sleep(0.02)
+        return super().forward(hidden_states, weights, routing, **kw)
+
+
+class WrongKernel(ReferenceKernel):
+    backend_name = "wrong"
+
+    def forward(self, hidden_states, weights, routing, **kw):
+        return super().forward(hidden_states, weights, routing, **kw) * 1.5
+
+
+def spec(name, prio, kernel):
+    return BackendSpec(name=name, family="fakes", priority=prio, schemes=[UNQ], kernel=kernel, devices={DeviceKind.CPU})
+
+
+class Fakes:
+    @hookimpl
+    def moe_core_backends(self):
+        return [spec("slowpoke", 300, SlowKernel), spec("speedy", 200, FastKernel), spec("wrong", 900, WrongKernel)]
+
+
+@pytest.fixture
+def reg():
+    r = Registry(autoload=False, environ={})
+    r.register(Fakes(), name="fakes")
+    return r
+
+
+@pytest.fixture(autouse=True)
+def _no_ranking():
+    use_ranking(None)
+    yield
+    use_ranking(None)
+
+
+def bench(reg, tokens=(1, 8)):
+    req = harness.BenchRequest(CFG, UNQ, tokens, peers=("reference",), input_sets=2, label="tiny")
+    return harness.run(req, reg, CPU, torch.device("cpu"), timer=harness.Timer("cpu", cpu_repeats=3))
+
+
+def test_wrong_backend_is_marked_failed_and_never_timed(reg):
+    res = bench(reg)
+    wrong = [r for r in res.rows if r.backend == "wrong"]
+    assert all(r.status == "failed" and r.time_s is None and "differs from the reference" in r.detail for r in wrong)
+    ok = [r for r in res.rows if r.backend in ("slowpoke", "speedy", "reference")]
+    assert all(r.status == "ok" and r.time_s > 0 and r.rel_err < 1e-5 for r in ok)
+    assert {r.kind for r in res.rows if r.backend == "reference"} == {"peer"}
+    assert "failed" in harness.format_table([res])
+
+
+def test_ranking_orders_the_fake_pair_and_changes_the_choice(reg, tmp_path):
+    res = bench(reg)
+    ranking = ranking_from_results([res])
+    small, large = ranking.entries
+    assert (small.tokens_min, small.tokens_max, large.tokens_min, large.tokens_max) == (1, 2, 3, 8)
+    assert small.order[0] == "slowpoke" and large.order[0] == "speedy"
+    assert "wrong" not in small.order + large.order  # failed rows are never ranked
+    path = tmp_path / "ranking.json"
+    ranking.save(path)
+    env = {"MOE_CORE_RANKING_FILE": str(path), "MOE_CORE_DISABLE": "wrong"}
+    static = select(CFG, platform=CPU, registry=reg, environ=env)
+    assert static.name == "slowpoke" and static.source is SelectionSource.PRIORITY
+    measured = select(CFG, platform=CPU, registry=reg, environ=env, num_tokens=6)
+    assert measured.name == "speedy" and measured.source is SelectionSource.RANKING
+    assert "measured fastest for this token count" in measured.explain()
+    assert select(CFG, platform=CPU, registry=reg, environ=env, num_tokens=2).name == "slowpoke"
+    assert select(CFG, platform=CPU, registry=reg, environ=env, num_tokens=50).name == "slowpoke"  # outside the buckets
+    other_shape = dataclasses.replace(CFG, hidden_size=64)
+    assert select(other_shape, platform=CPU, registry=reg, environ=env, num_tokens=6).name == "slowpoke"
+    # The ranking never overrides an explicit request, nor picks an excluded backend.
+    requested = dataclasses.replace(CFG, moe_backend="slowpoke")
+    assert select(requested, platform=CPU, registry=reg, environ=env, num_tokens=6).name == "slowpoke"
+    assert select(CFG, platform=CPU, registry=reg, environ={**env, "MOE_CORE_DISABLE": "wrong,speedy"}, num_tokens=6).name == "slowpoke"
+
+
+def test_layer_follows_the_ranking_per_call(reg):
+    res = bench(reg)
+    use_ranking(ranking_from_results([res]))
+    layer = MoELayer(CFG, random_layer(CFG, UNQ), platform=CPU, registry=reg, environ={"MOE_CORE_DISABLE": "wrong"})
+    x = torch.randn(6, 32)
+    start = time.perf_counter()
+    layer(x, Routing.from_logits(torch.randn(6, 4), 2))
+    assert time.perf_counter() - start < 0.015  # speedy ran, not slowpoke (which sleeps 20 ms at 6 tokens)
+    assert set(layer._kernels) == {"slowpoke", "speedy"}
+
+
+@pytest.mark.parametrize(
+    "doc,msg",
+    [
+        ([], "top level must be a JSON object"),
+        ({"format": "v0", "device": "x", "entries": []}, "'format' must be 'moe-core-ranking/1'"),
+        ({"format": "moe-core-ranking/1", "entries": []}, "'device' must be a string"),
+        ({"format": "moe-core-ranking/1", "device": "x", "entries": {}}, "'entries' must be a list"),
+        ({"format": "moe-core-ranking/1", "device": "x", "entries": [{"num_experts": 4}]}, r"entries\[0\] lacks dtype"),
+        ({"format": "moe-core-ranking/1", "device": "x", "entries": [{"num_experts": "4", "top_k": 2, "hidden_size": 1, "intermediate_size": 1, "dtype": "x", "scheme": "s", "tokens_min": 1, "tokens_max": 2, "order": ["a"]}]}, r"entries\[0\].num_experts must be int"),
+        ({"format": "moe-core-ranking/1", "device": "x", "entries": [{"num_experts": 4, "top_k": 2, "hidden_size": 1, "intermediate_size": 1, "dtype": "x", "scheme": "s", "tokens_min": 3, "tokens_max": 2, "order": ["a"]}]}, "tokens_min <= tokens_max"),
+        ({"format": "moe-core-ranking/1", "device": "x", "entries": [{"num_experts": 4, "top_k": 2, "hidden_size": 1, "intermediate_size": 1, "dtype": "x", "scheme": "s", "tokens_min": 1, "tokens_max": 2, "order": ["a", "a"]}]}, "distinct backend names"),
+    ],
+)
+def test_ranking_validation(doc, msg):
+    with pytest.raises(RankingFileError, match=msg):
+        Ranking.from_dict(doc, "f.json")
+
+
+def test_ranking_file_errors(tmp_path, reg):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(RankingFileError, match="not valid JSON"):
+        Ranking.load(bad)
+    with pytest.raises(RankingFileError, match="cannot read the ranking file"):
+        select(CFG, platform=CPU, registry=reg, environ={"MOE_CORE_RANKING_FILE": str(tmp_path / "missing.json")}, num_tokens=4)
+
+
+def test_cli_bench_on_cpu_writes_json_csv_and_ranking(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    rank = tmp_path / "r.json"
+    csv = tmp_path / "b.csv"
+    code = main(["bench", "--preset", "tiny", "--dtype", "float32", "--tokens", "1,4", "--quiet", "--input-sets", "2",
+                 "--json", str(out), "--csv", str(csv), "--write-ranking", str(rank)])
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "reference*" in table and "tokens" in table and "ceilings: copy" in table
+    doc = json.loads(out.read_text())
+    assert doc["cases"][0]["rows"] and doc["environment"]["torch"] == torch.__version__
+    assert csv.read_text().startswith("scheme,")
+    Ranking.load(rank)
