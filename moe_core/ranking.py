@@ -154,6 +154,13 @@ def _bounds(tokens: Sequence[int]) -> list[tuple[int, int]]:
     return list(zip(lows, highs))
 
 
+def _registered(row) -> bool:
+    """Registered backends are ranked (the reference too, though the bench times it as a peer); other peers are not."""
+    from moe_core.reference.kernel import BACKEND_NAME
+
+    return row.kind == "backend" or row.backend == BACKEND_NAME
+
+
 def ranking_from_results(results) -> Ranking:
     """Per (case, measured token count), the backends whose rows passed the correctness gate, fastest first."""
     entries = []
@@ -162,7 +169,7 @@ def ranking_from_results(results) -> Ranking:
         cfg = res.request.config
         counts = sorted({r.tokens for r in res.rows})
         for tokens, (lo, hi) in zip(counts, _bounds(counts)):
-            ok = sorted((r for r in res.rows if r.tokens == tokens and r.kind == "backend" and r.status == "ok"), key=lambda r: r.time_s)
+            ok = sorted((r for r in res.rows if r.tokens == tokens and _registered(r) and r.status == "ok"), key=lambda r: r.time_s)
             if ok:
                 entries.append(RankingEntry(cfg.num_experts, cfg.top_k, cfg.hidden_size, cfg.intermediate_size, cfg.dtype_name,
                                             res.request.scheme.name, lo, hi, tuple(r.backend for r in ok)))

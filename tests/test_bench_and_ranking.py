@@ -104,6 +104,7 @@ def test_ranking_orders_the_fake_pair_and_changes_the_choice(reg, tmp_path):
     assert (small.tokens_min, small.tokens_max, large.tokens_min, large.tokens_max) == (1, 2, 3, 8)
     assert small.order[0] == "slowpoke" and large.order[0] == "speedy"
     assert "wrong" not in small.order + large.order  # failed rows are never ranked
+    assert "reference" in small.order  # a registered backend, though timed as a peer
     path = tmp_path / "ranking.json"
     ranking.save(path)
     env = {"MOE_CORE_RANKING_FILE": str(path), "MOE_CORE_DISABLE": "wrong"}
