@@ -102,12 +102,13 @@ def test_ranking_orders_the_fake_pair_and_changes_the_choice(reg, tmp_path):
     ranking = ranking_from_results([res])
     small, large = ranking.entries
     assert (small.tokens_min, small.tokens_max, large.tokens_min, large.tokens_max) == (1, 2, 3, 8)
-    assert small.order[0] == "slowpoke" and large.order[0] == "speedy"
+    assert small.order.index("slowpoke") < small.order.index("speedy")
+    assert large.order.index("speedy") < large.order.index("slowpoke")
     assert "wrong" not in small.order + large.order  # failed rows are never ranked
     assert "reference" in small.order  # a registered backend, though timed as a peer
     path = tmp_path / "ranking.json"
     ranking.save(path)
-    env = {"MOE_CORE_RANKING_FILE": str(path), "MOE_CORE_DISABLE": "wrong"}
+    env = {"MOE_CORE_RANKING_FILE": str(path), "MOE_CORE_DISABLE": "wrong,reference"}
     static = select(CFG, platform=CPU, registry=reg, environ=env)
     assert static.name == "slowpoke" and static.source is SelectionSource.PRIORITY
     measured = select(CFG, platform=CPU, registry=reg, environ=env, num_tokens=6)
@@ -120,13 +121,13 @@ def test_ranking_orders_the_fake_pair_and_changes_the_choice(reg, tmp_path):
     # The ranking never overrides an explicit request, nor picks an excluded backend.
     requested = dataclasses.replace(CFG, moe_backend="slowpoke")
     assert select(requested, platform=CPU, registry=reg, environ=env, num_tokens=6).name == "slowpoke"
-    assert select(CFG, platform=CPU, registry=reg, environ={**env, "MOE_CORE_DISABLE": "wrong,speedy"}, num_tokens=6).name == "slowpoke"
+    assert select(CFG, platform=CPU, registry=reg, environ={**env, "MOE_CORE_DISABLE": "wrong,reference,speedy"}, num_tokens=6).name == "slowpoke"
 
 
 def test_layer_follows_the_ranking_per_call(reg):
     res = bench(reg)
     use_ranking(ranking_from_results([res]))
-    layer = MoELayer(CFG, random_layer(CFG, UNQ), platform=CPU, registry=reg, environ={"MOE_CORE_DISABLE": "wrong"})
+    layer = MoELayer(CFG, random_layer(CFG, UNQ), platform=CPU, registry=reg, environ={"MOE_CORE_DISABLE": "wrong,reference"})
     x = torch.randn(6, 32)
     start = time.perf_counter()
     layer(x, Routing.from_logits(torch.randn(6, 4), 2))
