@@ -6,7 +6,8 @@ One kernel, specialised at compile time, serves both expert GEMMs:
   w13 for the same tokens and writes ``act(gate) * up`` (SwiGLU clamp optional) — the gather of
   token rows is fused into the A loads (``row_div = top_k`` maps a pair to its token);
 * GEMM2: multiplies each row by its router weight (``MUL_ROUTED_WEIGHT``) and writes one row per
-  (token, slot) pair; the top-k reduction is a separate pass.
+  (token, slot) pair, reduced over top-k by a separate pass; or (``ATOMIC_OUT``) adds it into a
+  float32 [tokens, H] output with atomics (measured slower or equal, see docs/benchmarks).
 
 Quantization (``SCALES``): 0 none; 1 per-tensor or per-row activation scales times per-tensor or
 per-channel weight scales, applied once after the K loop (fp8 and int8, int8 accumulating in
@@ -38,10 +39,10 @@ def _gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
     sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
-    num_valid, N, K, row_div, up_offset, limit, capacity,
+    num_valid, N, K, row_div, c_row_div, up_offset, limit, capacity,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
-    GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
+    GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, ATOMIC_OUT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -122,5 +123,8 @@ def moe_gemm_kernel(
     if MUL_ROUTED_WEIGHT:
         w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
         out = out * w[:, None]
-    c_ptrs = c_ptr + ids[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+    c_ptrs = c_ptr + (ids // c_row_div)[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    if ATOMIC_OUT:  # GEMM2 summing the top-k rows of each token straight into a float32 output
+        tl.atomic_add(c_ptrs, out, mask=row_ok[:, None] & n_ok[None, :], sem="relaxed")
+    else:
+        tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])

@@ -64,7 +64,7 @@ def test_standard_matches_reference(name, dtype, tokens):
 
 
 @pytest.mark.parametrize("name", ["unquantized", "fp8-block", "int8"])
-@pytest.mark.parametrize("case", ["one_expert", "gelu_clamp", "odd_sizes", "expert_map", "top1_on_input"])
+@pytest.mark.parametrize("case", ["one_expert", "gelu_clamp", "odd_sizes", "expert_map", "top1_on_input", "top8", "atomic_reduce"])
 def test_standard_edge_cases(name, case):
     sch = quant.scheme(name)
     dtype = torch.float16
@@ -78,12 +78,17 @@ def test_standard_edge_cases(name, case):
     elif case == "top1_on_input":
         kw = dict(top_k=1)
         call = dict(apply_router_weight_on_input=True)
+    elif case == "top8":
+        kw = dict(num_experts=10, top_k=8)
     cfg = cfg_for(dtype, **kw)
     ids = torch.full((6, 2), 2).long() if case == "one_expert" else None
     weights, x, routing = problem(cfg, sch, 6, seed=11, ids=ids)
     if case == "expert_map":
         call = dict(expert_map=torch.tensor([-1, 0, -1, 1, 2, -1, 3, -1], device=DEVICE))
-    got, want = run_both(TritonKernel, cfg, sch, x, weights, routing, **call)
+    kernel_cls = TritonKernel
+    if case == "atomic_reduce":
+        kernel_cls = type("AtomicTritonKernel", (TritonKernel,), {"reduce": "atomic"})
+    got, want = run_both(kernel_cls, cfg, sch, x, weights, routing, **call)
     assert torch.isfinite(got).all()
     assert rel_err(got, want) < tolerance(sch.activation_key, dtype)
 
