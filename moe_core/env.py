@@ -46,6 +46,13 @@ def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str],
     return tuple((k, environ[k]) for k in VARIABLES if k in environ)
 
 
+def _vllm_variables() -> list[str]:
+    from moe_core.compat.vllm import VARIABLES as names
+
+    return names
+
+
+VARIABLES += _vllm_variables()
 _ENCODED = [(k, k.encode()) for k in VARIABLES]
 
 
@@ -117,6 +124,7 @@ class EnvSettings:
         allow: MOE_CORE_PLUGINS_ALLOW, when set, only these plugins (entry-point or distribution names) load.
         deny: MOE_CORE_PLUGINS_DENY, plugins never imported.
         full_checks: MOE_CORE_FULL_CHECKS, costly input checks (NaN/inf scans, id range on GPU).
+        compat: MOE_CORE_COMPAT, ``"vllm"`` to read the vLLM variables of the seeds (docs/vllm-compat.md).
     """
 
     force: str | None = None
@@ -127,6 +135,7 @@ class EnvSettings:
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
     full_checks: bool = False
+    compat: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "EnvSettings":
@@ -179,4 +188,17 @@ def _parse(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
         allow=None if allow is None or not allow.strip() else _split(allow),
         deny=_split(env.get(PLUGINS_DENY, "")),
         full_checks=parse_bool(FULL_CHECKS, env[FULL_CHECKS]) if FULL_CHECKS in env else False,
+        compat=_compat(env.get(COMPAT, "")),
     )
+
+
+COMPAT_MODES = ("vllm",)
+
+
+def _compat(value: str) -> str | None:
+    mode = value.strip().lower()
+    if mode in ("", "none", "off"):
+        return None
+    if mode not in COMPAT_MODES:
+        raise InvalidEnvironmentError(COMPAT, value, "unknown compatibility mode", COMPAT_MODES)
+    return mode

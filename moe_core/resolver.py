@@ -21,6 +21,8 @@ from typing import Mapping
 
 from moe_core import env as env_vars
 from moe_core import ranking
+from moe_core.compat import vllm as vllm_compat
+from moe_core.compat.vllm import NO_OVERLAY, EnvOverlay
 from moe_core.config import AUTO, ActivationFormat, MoEConfig
 from moe_core.env import EnvSettings
 from moe_core.errors import BackendUnsupportedError, NoBackendError, UnknownBackendError
@@ -99,36 +101,49 @@ def select(
     if hit is not None:
         return hit
     query = SupportQuery(config, weight_key, activation_key, platform)
-    selection = _resolve(query, registry, env_vars._parse(snap), measured[2] if measured else None)
+    settings = env_vars._parse(snap)
+    selection = _resolve(query, registry, settings, measured[2] if measured else None, _overlay(settings, snap, query))
     if len(_cache) >= _CACHE_SIZE:
         del _cache[next(iter(_cache))]  # evict the oldest entry
     _cache[key] = selection
     return selection
 
 
-def _request(config: MoEConfig, settings: EnvSettings) -> tuple[str, SelectionSource, str] | None:
+def _request(config: MoEConfig, settings: EnvSettings, overlay: EnvOverlay) -> tuple[str, SelectionSource, str, bool] | None:
+    """(name, source, where, map to the batched variant) of an explicit or forced backend, if any."""
     if config.moe_backend != AUTO:
-        return config.moe_backend, SelectionSource.REQUEST, "moe_backend"
+        return config.moe_backend, SelectionSource.REQUEST, "moe_backend", True
     if settings.force is not None:
-        return settings.force, SelectionSource.ENV, env_vars.BACKEND
+        return settings.force, SelectionSource.ENV, env_vars.BACKEND, True
+    if overlay.force is not None:
+        return overlay.force, SelectionSource.ENV, overlay.force_source, overlay.map_batched
     return None
 
 
-def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings, measured: tuple[str, ...] | None = None) -> Selection:
+def _overlay(settings: EnvSettings, snap: tuple[tuple[str, str], ...], query: SupportQuery) -> EnvOverlay:
+    if settings.compat == "vllm":
+        return vllm_compat.overlay(dict(snap), query)
+    return NO_OVERLAY
+
+
+def _resolve(
+    query: SupportQuery, registry: Registry, settings: EnvSettings, measured: tuple[str, ...] | None = None, overlay: EnvOverlay = NO_OVERLAY
+) -> Selection:
     specs = registry.specs
     settings.validate(set(specs), registry.families)
     family = query.family
     overrides = dict(settings.priorities)
 
-    request = _request(query.config, settings)
+    request = _request(query.config, settings, overlay)
     requested: BackendSpec | None = None
     if request is not None:
-        name, _, where = request
+        name, _, where, map_batched = request
         requested = specs.get(name)
         if requested is None:
             raise UnknownBackendError(name, specs, where)
-        if query.activation_format is ActivationFormat.BATCHED_EXPERTS and requested.batched_variant in specs:
+        if map_batched and query.activation_format is ActivationFormat.BATCHED_EXPERTS and requested.batched_variant in specs:
             requested = specs[requested.batched_variant]
+    vetoes = dict(overlay.veto)
 
     pool = [s for s in specs.values() if s.claims(query.weight_key, query.activation_key) or s is requested]
 
@@ -139,7 +154,9 @@ def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings, mea
     rows = []
     for spec in ranked:
         support = registry.supports(spec, query)
-        status, note = _status(spec, support, query, settings, requested)
+        if spec.name in vetoes:
+            support = support & Support.no(vetoes[spec.name])
+        status, note = _status(spec, support, query, settings, requested, overlay)
         if spec.name in overrides:
             note = "; ".join(filter(None, (note, f"priority from {env_vars.PRIORITY}")))
         rows.append(Candidate(spec.name, spec.family, spec.plugin, priority(spec), support, status, note))
@@ -160,6 +177,8 @@ def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings, mea
             for c in rows:
                 _log_once(logging.DEBUG, f"MoE backend {c.name!r} rejected: {c.status.value}: {c.support.explain()}")
             summary = f"{describe_keys(query.weight_key, query.activation_key)}, {query.activation_format.value} format, on {query.platform.describe()}"
+            if overlay.only_message:
+                summary = f"{overlay.only_message}; {summary}"
             raise NoBackendError(summary, render_table(query, tuple(rows)))
     rows = [replace(c, status=CandidateStatus.SELECTED) if c is chosen else c for c in rows]
     if source is SelectionSource.RANKING:
@@ -177,7 +196,7 @@ def _resolve(query: SupportQuery, registry: Registry, settings: EnvSettings, mea
 
 
 def _status(
-    spec: BackendSpec, support: Support, query: SupportQuery, settings: EnvSettings, requested: BackendSpec | None
+    spec: BackendSpec, support: Support, query: SupportQuery, settings: EnvSettings, requested: BackendSpec | None, overlay: EnvOverlay
 ) -> tuple[CandidateStatus, str]:
     """Where one candidate stands, and a note explaining exclusions the Support does not carry."""
     if requested is not None:
@@ -187,7 +206,7 @@ def _status(
         return (CandidateStatus.RUNNER_UP if spec is requested else CandidateStatus.NOT_REQUESTED), ""
     if spec.policy_reasons(query.config):
         return CandidateStatus.EXCLUDED_POLICY, ""
-    why = settings.excluded_by(spec.name, spec.family, query.family)
+    why = settings.excluded_by(spec.name, spec.family, query.family) or _overlay_exclusion(spec.name, overlay)
     if why is not None:
         return CandidateStatus.EXCLUDED_ENV, why
     if not support.ok:
@@ -195,3 +214,12 @@ def _status(
     if not spec.auto_select:
         return CandidateStatus.MANUAL_ONLY, "never auto-selected; request it by name"
     return CandidateStatus.RUNNER_UP, ""
+
+
+def _overlay_exclusion(name: str, overlay: EnvOverlay) -> str | None:
+    for disabled, why in overlay.disable:
+        if disabled == name:
+            return f"disabled by {why} (compat)"
+    if overlay.only is not None and name not in overlay.only:
+        return f"not in {', '.join(overlay.only)} ({overlay.only_message.split(',')[0]})"
+    return None
