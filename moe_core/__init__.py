@@ -14,7 +14,6 @@ from moe_core.errors import (
     KernelInputError,
     MoECoreError,
     NoBackendError,
-    PluginError,
     UnknownBackendError,
 )
 from moe_core.hookspecs import hookimpl
@@ -34,7 +33,7 @@ __all__ = [
     "AUTO", "Activation", "ActivationFormat", "BackendSpec", "BackendUnsupportedError", "BatchedRouting",
     "Candidate", "CandidateStatus", "DeviceKind", "ExpertWeights", "GateUpOrder", "InvalidConfigError",
     "InvalidEnvironmentError", "KernelInputError", "MoECoreError", "MoEConfig", "MoEKernel", "MoELayer",
-    "NoBackendError", "ParallelConfig", "Platform", "PluginError", "QuantFamily", "QuantKey", "QuantScheme",
+    "NoBackendError", "ParallelConfig", "Platform", "QuantFamily", "QuantKey", "QuantScheme",
     "Registry", "Routing", "Selection", "SelectionSource", "Support", "SupportQuery", "UnknownBackendError",
     "default_registry", "hookimpl", "quantize_experts", "schemes", "select",
 ]

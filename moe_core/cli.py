@@ -168,7 +168,6 @@ def cmd_bench(args) -> int:
     import torch
 
     from moe_core.bench import harness, report
-    from moe_core.presets import model
     from moe_core.quant import scheme
     from moe_core.registry import default_registry
     from moe_core.resolver import current_platform

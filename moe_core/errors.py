@@ -62,10 +62,6 @@ class NoBackendError(MoECoreError, NotImplementedError):
         )
 
 
-class PluginError(MoECoreError, RuntimeError):
-    """A plugin misbehaved in a way that cannot be isolated (for example a name clash)."""
-
-
 class KernelInputError(MoECoreError, ValueError):
     """An argument handed to a kernel has the wrong shape, dtype, device or value."""
 

@@ -4,4 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/bootstrap.sh"
+# The example vendor plugin (examples/oot_plugin) is installed for the tests; the main job leaves it
+# out unless the caller says otherwise, so a CPU machine runs the built-in reference backend.
+export MOE_CORE_PLUGINS_DENY="${MOE_CORE_PLUGINS_DENY-acme-moe}"
 exec "$root/.venv/bin/moe-core" run --preset qwen3-30b-a3b --tokens "${TOKENS:-16}" "$@"

@@ -5,7 +5,6 @@ import textwrap
 
 import pytest
 
-from moe_core import quant
 from moe_core.cli import main
 from moe_core.config import MoEConfig
 from moe_core.platform import preset

@@ -7,7 +7,7 @@ from moe_core import quant
 from moe_core.config import Activation, ActivationFormat, MoEConfig, ParallelConfig
 from moe_core.errors import InvalidConfigError
 from moe_core.platform import DeviceKind, Platform, preset
-from moe_core.quant import GroupShape, QuantDtype, QuantFamily, QuantKey, ScaleDtype
+from moe_core.quant import GroupShape, QuantDtype, QuantFamily, QuantKey
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
 from moe_core.testing.fakes import FakeKernel

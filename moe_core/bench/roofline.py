@@ -64,6 +64,5 @@ def measure_ceilings(device: torch.device, timer: Timer, size: int = 8192) -> Ce
         b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()
         one = torch.ones((), device=device)
         rates["fp8"] = 2 * n**3 / timer.time(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
-    del src, dst
     name = torch.cuda.get_device_name(device) if gpu else "cpu"
     return Ceilings(2 * n_bytes / copy_s, rates, name)

@@ -4,7 +4,6 @@ On a CPU machine they run under TRITON_INTERPRET=1 on tiny shapes (float16; bflo
 the interpreter); on a GPU the same tests run compiled, bfloat16 included.
 """
 
-import dataclasses
 
 import pytest
 import torch
