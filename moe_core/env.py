@@ -139,7 +139,7 @@ class EnvSettings:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "EnvSettings":
-        return _parse(snapshot(environ))
+        return parse_snapshot(snapshot(environ))
 
     def excluded_by(self, name: str, family: str, quant: QuantFamily) -> str | None:
         """Why the environment removes this backend from automatic selection, or None."""
@@ -165,7 +165,7 @@ class EnvSettings:
 
 
 @functools.lru_cache(maxsize=64)
-def _parse(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
+def parse_snapshot(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
     env = dict(snap)
     priorities = []
     for item in _split(env.get(PRIORITY, "")):

@@ -6,7 +6,9 @@ priority overrides); honour an explicit request exactly (config.moe_backend firs
 MOE_CORE_BACKEND); otherwise take the highest-ranked supported candidate; raise with the whole
 table when nothing qualifies. Results are cached by everything that can change them.
 
-Precedence: ``config.moe_backend`` > ``MOE_CORE_BACKEND`` > automatic selection. An explicit
+Precedence: ``config.moe_backend`` > ``MOE_CORE_BACKEND`` > a backend forced by a compatibility
+mode (``MOE_CORE_COMPAT=vllm``, docs/vllm-compat.md) > automatic selection, where a measured
+ranking (docs/ranking.md) may prefer another eligible backend for the actual token count. An explicit
 request (from either) is honoured even if MOE_CORE_DISABLE / MOE_CORE_ONLY would exclude it from
 automatic selection; policies (LoRA, clamp, format) and supports() still apply to it.
 """
@@ -101,7 +103,7 @@ def select(
     if hit is not None:
         return hit
     query = SupportQuery(config, weight_key, activation_key, platform)
-    settings = env_vars._parse(snap)
+    settings = env_vars.parse_snapshot(snap)
     selection = _resolve(query, registry, settings, measured[2] if measured else None, _overlay(settings, snap, query))
     if len(_cache) >= _CACHE_SIZE:
         del _cache[next(iter(_cache))]  # evict the oldest entry
