@@ -74,7 +74,7 @@ def write_plot(path: str, doc: dict, metric: str = "time") -> None:
     cases = doc["cases"]
     cols = min(4, len(cases))
     rows = -(-len(cases) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(7, 5 * cols), 4 * rows + 0.6), squeeze=False)
     for ax in axes.flat[len(cases):]:
         ax.set_visible(False)
     names = sorted({r["backend"] + (" (peer)" if r["kind"] == "peer" else "") for c in cases for r in c["rows"] if r["status"] == "ok"})
@@ -96,6 +96,6 @@ def write_plot(path: str, doc: dict, metric: str = "time") -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     device = (doc.get("ceilings") or {}).get("device", "")
-    fig.suptitle(f"{device}: fused MoE forward ({doc.get('timing', '')})", fontsize=11)
+    fig.suptitle(f"{device}: fused MoE forward\n{doc.get('timing', '')}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
