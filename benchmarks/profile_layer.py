@@ -1,0 +1,50 @@
+"""Profile one Triton-backend forward: GPU time per kernel (torch.profiler), to see where the layer's time goes.
+
+Run on a GPU: python benchmarks/profile_layer.py --preset qwen3-30b-a3b --scheme unquantized --tokens 1,4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from moe_core.presets import model, random_layer
+from moe_core.quant import scheme
+from moe_core.routing import Routing
+from moe_core_triton.kernel import TritonKernel
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--preset", default="qwen3-30b-a3b")
+    parser.add_argument("--scheme", default="unquantized")
+    parser.add_argument("--tokens", default="1,4096")
+    args = parser.parse_args()
+    for name in args.scheme.split(","):
+        cfg, sch = model(args.preset).config(), scheme(name)
+        kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+        weights = kernel.prepare_weights(random_layer(cfg, sch, device="cuda"))
+        for tokens in (int(t) for t in args.tokens.split(",")):
+            gen = torch.Generator().manual_seed(tokens)
+            x = torch.randn(tokens, cfg.hidden_size, generator=gen).to("cuda", cfg.dtype)
+            routing = Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=gen).cuda(), cfg.top_k)
+            for _ in range(3):
+                kernel.apply(x, weights, routing)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(10):
+                    kernel.apply(x, weights, routing)
+                torch.cuda.synchronize()
+            rows = [(e.key, e.device_time_total / 10, e.count // 10) for e in prof.key_averages() if e.device_time_total > 0]
+            total = sum(t for _, t, _ in rows)
+            print(f"\n{args.preset} {name} T={tokens}: GPU time per forward {total:.1f} us in {sum(c for _, _, c in rows)} kernels")
+            for key, t, count in sorted(rows, key=lambda r: -r[1]):
+                print(f"  {t:9.1f} us  {100 * t / total:5.1f}%  x{count:<3} {key[:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
