@@ -39,20 +39,24 @@ def _round_to_e4m3_grid(y):
 
 @triton.jit
 def _quant_rows_kernel(
-    x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, stride_sm, stride_sg, qmax,
-    GROUP: tl.constexpr, BLOCK: tl.constexpr, STATIC: tl.constexpr, IS_INT8: tl.constexpr, ROUND_FP8: tl.constexpr,
+    x_ptr, q_ptr, s_ptr, K, groups, stride_xm, stride_qm, stride_sm, stride_sg, qmax,
+    GROUP: tl.constexpr, GROUP_P2: tl.constexpr, GROUPS_P2: tl.constexpr, STATIC: tl.constexpr, IS_INT8: tl.constexpr,
+    ROUND_FP8: tl.constexpr,
 ):
+    """One program per row: the row as a [groups, GROUP] tile, one scale per group (one group: per token)."""
     row = tl.program_id(0).to(tl.int64)
-    group = tl.program_id(1)
-    offs = group * GROUP + tl.arange(0, BLOCK)
-    ok = (offs < K) & (tl.arange(0, BLOCK) < GROUP)
+    g = tl.arange(0, GROUPS_P2)
+    c = tl.arange(0, GROUP_P2)
+    offs = g[:, None] * GROUP + c[None, :]
+    ok = (g[:, None] < groups) & (c[None, :] < GROUP) & (offs < K)
     x = tl.load(x_ptr + row * stride_xm + offs, mask=ok, other=0.0).to(tl.float32)
     if STATIC:
         scale = tl.load(s_ptr)
+        y = x / tl.maximum(scale, 1e-12)
     else:
-        scale = tl.maximum(tl.max(tl.abs(x), axis=0), 1e-12) / qmax
-        tl.store(s_ptr + row * stride_sm + group * stride_sg, scale)
-    y = x / tl.maximum(scale, 1e-12)
+        scale = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-12) / qmax
+        tl.store(s_ptr + row * stride_sm + g * stride_sg, scale, mask=g < groups)
+        y = x / tl.maximum(scale, 1e-12)[:, None]
     if IS_INT8:
         y = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
         y = tl.minimum(tl.maximum(y, -128.0), 127.0)
@@ -76,18 +80,16 @@ def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Ten
         if static_scale is None:
             static_scale = (x.abs().amax().float().clamp(min=1e-12) / qmax).reshape(1, 1)
         scale = static_scale.float().reshape(1, 1)
-        group = k
-        grid = (rows, 1)
-        static = True
+        group, groups, static = k, 1, True
     else:
         group = k if key.group.cols == -1 else key.group.cols
         groups = triton.cdiv(k, group)
         scale = torch.empty((rows, groups), dtype=torch.float32, device=x.device)
-        grid = (rows, groups)
         static = False
     if rows:
-        _quant_rows_kernel[grid](
-            x, q, scale, k, x.stride(0), q.stride(0), scale.stride(0), scale.stride(1), qmax,
-            GROUP=group, BLOCK=triton.next_power_of_2(group), STATIC=static, IS_INT8=key.dtype is QuantDtype.INT8, ROUND_FP8=ROUND_IN_FP32,
+        _quant_rows_kernel[(rows,)](
+            x, q, scale, k, groups, x.stride(0), q.stride(0), scale.stride(0), scale.stride(1), qmax,
+            GROUP=group, GROUP_P2=triton.next_power_of_2(group), GROUPS_P2=triton.next_power_of_2(groups), STATIC=static,
+            IS_INT8=key.dtype is QuantDtype.INT8, ROUND_FP8=ROUND_IN_FP32, num_warps=8 if k >= 4096 else 4,
         )
     return q, scale

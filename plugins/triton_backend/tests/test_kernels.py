@@ -169,3 +169,17 @@ def test_apply_is_cuda_graph_capturable(tokens, name):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, eager)
+
+
+@pytest.mark.parametrize("key", [quant.kFp8DynamicTokenSym, quant.kFp8Dynamic128Sym, quant.kFp8DynamicTensorSym, quant.kInt8DynamicTokenSym], ids=str)
+@pytest.mark.parametrize("cols", [128, 200, 768])
+def test_activation_quantization_matches_the_core_codes(key, cols):
+    from moe_core.quantization.qtensor import quantize
+    from moe_core_triton.quantize import quantize_activations
+
+    x = torch.randn(9, cols, generator=torch.Generator().manual_seed(cols)).to(DEVICE, torch.float16)
+    q, scale = quantize_activations(x, key)
+    ref = quantize(x.float().cpu(), key)
+    assert torch.allclose(scale.cpu(), ref.scale, rtol=1e-6)
+    differ = (q.float().cpu() != ref.data.float()).float().mean().item()
+    assert differ <= 0.002  # only exact rounding ties may land on the neighbouring code
