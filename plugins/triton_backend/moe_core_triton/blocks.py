@@ -112,7 +112,7 @@ def _small_table(topk_ids, num_experts, block_m, expert_map) -> BlockTable:
     _small_table_kernel[(1,)](
         ids, expert_map if expert_map is not None else ids, sorted_ids, block_expert, num_padded, cursor,
         pairs, num_experts, capacity,
-        HAS_MAP=expert_map is not None, BLOCK_M=block_m, E_P2=triton.next_power_of_2(num_experts), CHUNK=128, num_warps=4,
+        HAS_MAP=expert_map is not None, BLOCK_M=block_m, E_P2=triton.next_power_of_2(num_experts), CHUNK=64, num_warps=4,
     )
     return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
 
