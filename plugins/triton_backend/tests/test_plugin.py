@@ -74,3 +74,11 @@ def test_batched_request_maps_to_triton_batched(reg):
 def test_lora_and_clamp_keep_triton(reg):
     cfg = dataclasses.replace(CFG, lora_enabled=True, swiglu_limit=7.0)
     assert select(cfg, platform=preset("h100"), registry=reg, environ={}).name == "triton"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the Triton backends run on CUDA/ROCm GPUs")
+def test_conformance_numerics_on_this_gpu(reg):
+    configs = [MoEConfig(num_experts=16, top_k=4, hidden_size=512, intermediate_size=256, dtype=d) for d in (torch.bfloat16, torch.float16)]
+    for name in ("triton", "triton_batched"):
+        records = conformance.check_numerics(reg, name, device="cuda", configs=configs, tokens=(1, 3, 64, 257))
+        assert any("rel_err" in r for r in records)
