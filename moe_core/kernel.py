@@ -115,7 +115,7 @@ class MoEKernel(abc.ABC):
         if self.activation_format is ActivationFormat.STANDARD:
             self._validate_standard(hidden_states, routing, expert_map, apply_router_weight_on_input, full)
         else:
-            self._validate_batched(hidden_states, routing, full)
+            self._validate_batched(hidden_states, routing, expert_map, apply_router_weight_on_input, full)
         if full and not torch.isfinite(hidden_states).all():
             raise KernelInputError("hidden_states", "contains NaN or inf (MOE_CORE_FULL_CHECKS=1)")
 
@@ -147,10 +147,14 @@ class MoEKernel(abc.ABC):
         if full and not torch.isfinite(routing.topk_weights).all():
             raise KernelInputError("routing.topk_weights", "contains NaN or inf (MOE_CORE_FULL_CHECKS=1)")
 
-    def _validate_batched(self, x, routing, full) -> None:
+    def _validate_batched(self, x, routing, expert_map, on_input, full) -> None:
         cfg = self.config
         if not isinstance(routing, BatchedRouting):
             raise KernelInputError("routing", f"the batched-experts format takes a BatchedRouting, got {type(routing).__name__}")
+        if expert_map is not None:
+            raise KernelInputError("expert_map", "the batched-experts format already holds local experts; pass no expert_map")
+        if on_input:
+            raise KernelInputError("apply_router_weight_on_input", "router weights are applied when batched outputs are combined, not by the kernel")
         e = cfg.local_num_experts
         if x.dim() != 3 or x.shape[0] != e or x.shape[2] != cfg.hidden_size:
             raise KernelInputError("hidden_states", f"expected [{e}, max_tokens, {cfg.hidden_size}], got {tuple(x.shape)}")

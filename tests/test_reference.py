@@ -256,3 +256,8 @@ class TestBadInput:
             kernel.apply(xb, weights, BatchedRouting(torch.ones(5, dtype=torch.int32)))
         with pytest.raises(KernelInputError, match="expert_num_tokens: must be an integer tensor"):
             BatchedRouting(torch.ones(6))
+        counts = BatchedRouting(torch.ones(6, dtype=torch.int32))
+        with pytest.raises(KernelInputError, match="expert_map: the batched-experts format already holds local experts"):
+            kernel.apply(xb, weights, counts, expert_map=torch.arange(6))
+        with pytest.raises(KernelInputError, match="apply_router_weight_on_input: router weights are applied when batched outputs are combined"):
+            kernel.apply(xb, weights, counts, apply_router_weight_on_input=True)
