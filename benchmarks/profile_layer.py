@@ -11,9 +11,8 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from moe_core.presets import model, random_layer
+from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
-from moe_core.routing import Routing
 from moe_core_triton.kernel import TritonKernel
 
 
@@ -28,9 +27,7 @@ def main() -> int:
         kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
         weights = kernel.prepare_weights(random_layer(cfg, sch, device="cuda"))
         for tokens in (int(t) for t in args.tokens.split(",")):
-            gen = torch.Generator().manual_seed(tokens)
-            x = torch.randn(tokens, cfg.hidden_size, generator=gen).to("cuda", cfg.dtype)
-            routing = Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=gen).cuda(), cfg.top_k)
+            x, routing = random_inputs(cfg, tokens, device="cuda", seed=tokens)
             for _ in range(3):
                 kernel.apply(x, weights, routing)
             torch.cuda.synchronize()

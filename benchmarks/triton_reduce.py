@@ -17,10 +17,9 @@ import torch
 from moe_core.bench.harness import _capture
 from moe_core.bench.timing import Timer
 from moe_core.numerics import relative_error
-from moe_core.presets import model, random_layer
+from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core.reference.kernel import ReferenceKernel
-from moe_core.routing import Routing
 from moe_core_triton.kernel import TritonKernel
 
 
@@ -37,11 +36,7 @@ def main() -> int:
         kernels = {mode: type(f"T_{mode}", (TritonKernel,), {"reduce": mode})(cfg, sch.weight_key, sch.activation_key) for mode in ("sum", "atomic")}
         prepared = {mode: k.prepare_weights(raw) for mode, k in kernels.items()}
         for tokens in (1, 64, 1024, 4096, 16384):
-            gen = torch.Generator().manual_seed(tokens)
-            sets = []
-            for _ in range(2):
-                x = torch.randn(tokens, cfg.hidden_size, generator=gen).to("cuda", cfg.dtype)
-                sets.append((x, Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=gen).cuda(), cfg.top_k)))
+            sets = [random_inputs(cfg, tokens, device="cuda", seed=2 * tokens + i) for i in range(2)]
             want = oracle.apply(*sets[0][:1], oracle.prepare_weights(raw), sets[0][1]) if tokens <= 4096 else None
             row = {"preset": preset, "scheme": name, "tokens": tokens}
             for mode, kernel in kernels.items():

@@ -132,9 +132,8 @@ def cmd_run(args) -> int:
     import torch
 
     from moe_core.layer import MoELayer
-    from moe_core.presets import random_layer
+    from moe_core.presets import random_inputs, random_layer
     from moe_core.quant import scheme
-    from moe_core.routing import Routing
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg = _config(args)
@@ -143,9 +142,7 @@ def cmd_run(args) -> int:
     weights = random_layer(cfg, sch, device=device, seed=args.seed)
     layer = MoELayer(cfg, weights, sch.weight_key, sch.activation_key, platform=_platform(args))
     print(layer.selection.explain())
-    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
-    x = torch.randn(args.tokens, cfg.hidden_size, generator=gen).to(device=device, dtype=cfg.dtype)
-    routing = Routing.from_logits(torch.randn(args.tokens, cfg.num_experts, generator=gen).to(device), cfg.top_k)
+    x, routing = random_inputs(cfg, args.tokens, device=device, seed=args.seed + 1)
     layer(x, routing)  # warm-up
     if device == "cuda":
         torch.cuda.synchronize()

@@ -10,6 +10,7 @@ from moe_core.config import MoEConfig
 from moe_core.errors import InvalidConfigError
 from moe_core.quant import QuantScheme, QuantDtype
 from moe_core.quantization.qtensor import quantize
+from moe_core.routing import Routing
 from moe_core.weights import ExpertWeights, quantize_experts
 
 
@@ -77,6 +78,14 @@ def random_layer(config: MoEConfig, scheme: QuantScheme, *, device: str | torch.
         a2 = torch.full((1, 1), 2.0 * 4.0 / 448.0, device=device)  # gated activations of unit-scale inputs stay well under 4
         weights = replace(weights, a13_scale=a13, a2_scale=a2)
     return weights
+
+
+def random_inputs(config: MoEConfig, tokens: int, *, device: str | torch.device = "cpu", seed: int = 0) -> tuple[torch.Tensor, Routing]:
+    """Random unit-variance hidden states (never zeros) and softmax top-k routing from random logits."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(tokens, config.hidden_size, generator=gen).to(device=device, dtype=config.dtype)
+    logits = torch.randn(tokens, config.num_experts, generator=gen).to(device)
+    return x, Routing.from_logits(logits, config.top_k)
 
 
 def _stack(parts: list[ExpertWeights]) -> ExpertWeights:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from moe_core import quant
+from moe_core.numerics import relative_error as rel_err
 from moe_core.batched import combine, dispatch
 from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.errors import KernelInputError
@@ -62,8 +63,6 @@ def naive_moe(x, weights, ids, topk_w, cfg, akey, expert_map=None, on_input=Fals
     return out
 
 
-def rel_err(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp(min=1e-30)).item()
 
 
 def make(cfg, scheme, seed=0):

@@ -19,11 +19,10 @@ from moe_core.bench.roofline import Ceilings, measure_ceilings, work
 from moe_core.bench.timing import Timer
 from moe_core.config import MoEConfig
 from moe_core.platform import Platform
-from moe_core.presets import random_layer
+from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import QuantDtype, QuantScheme
 from moe_core.reference.kernel import BACKEND_NAME as REFERENCE, ReferenceKernel
 from moe_core.registry import Registry
-from moe_core.routing import Routing
 from moe_core.spec import SupportQuery
 from moe_core.numerics import relative_error, tolerance
 
@@ -127,7 +126,7 @@ def run(
             runners[REFERENCE] = ("peer", _bound(oracle, oracle_weights), "", False)
         elif peer == GROUPED_MM:
             why = grouped_mm_available(cfg, raw, device)
-            runners[GROUPED_MM] = ("peer", None if why else _grouped(GroupedMMPipeline(cfg, raw)), why or "", True)
+            runners[GROUPED_MM] = ("peer", None if why else GroupedMMPipeline(cfg, raw), why or "", True)
         else:
             raise ValueError(f"unknown peer {peer!r}; valid: {REFERENCE}, {GROUPED_MM}")
     use_graphs = req.cuda_graphs and device.type == "cuda"
@@ -136,7 +135,7 @@ def run(
     total = len(req.tokens) * len(runners)
     step = itertools.count(1)
     for tokens in req.tokens:
-        sets = [_inputs(cfg, tokens, device, req.seed + 1000 * tokens + i) for i in range(req.input_sets)]
+        sets = [random_inputs(cfg, tokens, device=device, seed=req.seed + 1000 * tokens + i) for i in range(req.input_sets)]
         want = oracle.apply(sets[0][0], oracle_weights, sets[0][1])
         w = work(cfg, sch.weight_key, sets[0][1])
         tol = tolerance(sch.activation_key, cfg.dtype)
@@ -183,13 +182,6 @@ def run(
     return result
 
 
-def _inputs(cfg: MoEConfig, tokens: int, device: torch.device, seed: int) -> tuple[torch.Tensor, Routing]:
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(tokens, cfg.hidden_size, generator=gen).to(device=device, dtype=cfg.dtype)
-    logits = torch.randn(tokens, cfg.num_experts, generator=gen).to(device)
-    return x, Routing.from_logits(logits, cfg.top_k)
-
-
 def _bound(kernel, weights):
     def call(x, routing):
         if not kernel.check_shapes(x, routing).ok:
@@ -214,10 +206,6 @@ def _capture(fn, sets) -> list:
             fn(*inputs)
         graphs.append(graph)
     return graphs
-
-
-def _grouped(pipeline: GroupedMMPipeline):
-    return lambda x, routing: pipeline(x, routing)
 
 
 def stderr_progress(message: str) -> None:

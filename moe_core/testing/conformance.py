@@ -33,11 +33,10 @@ import torch
 from moe_core.config import Activation, ActivationFormat, MoEConfig, ParallelConfig
 from moe_core.kernel import MoEKernel
 from moe_core.platform import PRESETS, Platform
-from moe_core.presets import random_layer
+from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme_for_keys
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.registry import Registry
-from moe_core.routing import Routing
 from moe_core.batched import combine, dispatch
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
@@ -105,14 +104,6 @@ def check_supports(reg: Registry, plugin: str, platforms: Iterable[Platform] | N
         assert accepted_formats == set(spec.formats), f"{spec.name}: declares formats {sorted(f.value for f in spec.formats)} but accepts only {sorted(f.value for f in accepted_formats)}"
 
 
-def random_problem(cfg: MoEConfig, tokens: int, device: str, seed: int) -> tuple[torch.Tensor, Routing]:
-    """Random hidden states (unit scale, never zeros) and softmax top-k routing."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(tokens, cfg.hidden_size, generator=gen).to(device=device, dtype=cfg.dtype)
-    logits = torch.randn(tokens, cfg.num_experts, generator=gen).to(device)
-    return x, Routing.from_logits(logits, cfg.top_k)
-
-
 def check_numerics(
     reg: Registry,
     backend: str,
@@ -151,7 +142,7 @@ def check_numerics(
             raw = random_layer(cfg, sch, device=device, seed=seed)
             weights, ref_weights = kernel.prepare_weights(raw), oracle.prepare_weights(raw)
             for t in tokens:
-                x, routing = random_problem(cfg, t, device, seed + t)
+                x, routing = random_inputs(cfg, t, device=device, seed=seed + t)
                 if fmt is ActivationFormat.BATCHED_EXPERTS:
                     xb, brouting, layout = dispatch(x, routing, cfg.num_experts)
                     got = combine(kernel.apply(xb, weights, brouting), layout, routing)

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from moe_core.presets import model, random_layer
+from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
-from moe_core.routing import Routing
 from moe_core_triton import configs
 from moe_core_triton.kernel import TritonKernel
 
@@ -55,9 +54,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0) -> dict
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
     weights = kernel.prepare_weights(random_layer(cfg, sch, device="cuda", seed=seed))
-    gen = torch.Generator().manual_seed(seed + tokens)
-    x = torch.randn(tokens, cfg.hidden_size, generator=gen).to("cuda", cfg.dtype)
-    routing = Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=gen).cuda(), cfg.top_k)
+    x, routing = random_inputs(cfg, tokens, device="cuda", seed=seed + tokens)
     rows = tokens * cfg.top_k
     i, h = cfg.intermediate_size, cfg.hidden_size
     from moe_core_triton.blocks import standard_table

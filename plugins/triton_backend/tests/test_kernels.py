@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from moe_core import quant
+from moe_core.numerics import relative_error as rel_err
 from moe_core.batched import combine, dispatch
 from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.presets import random_layer
@@ -24,8 +25,6 @@ DEVICE = "cuda" if GPU else "cpu"
 DTYPES = [torch.float16, torch.bfloat16] if GPU else [torch.float16]
 
 
-def rel_err(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm().clamp(min=1e-12)).item()
 
 
 def problem(cfg, sch, tokens, seed, ids=None):
