@@ -20,6 +20,7 @@ from moe_core.config import ActivationFormat, MoEConfig
 from moe_core.errors import KernelInputError
 from moe_core.quant import QuantKey
 from moe_core.routing import BatchedRouting, Routing
+from moe_core.routing_guard import RoutingErrorCounter, drop_invalid_routing, routing_counter
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
 
@@ -39,11 +40,18 @@ class MoEKernel(abc.ABC):
     backend_name: str = ""
     #: True when ``apply`` never synchronises with the host, so engines may capture it in a CUDA graph.
     cuda_graph_safe: bool = False
+    #: True when :meth:`forward` itself drops invalid routing values (ids outside [0, E), map entries
+    #: outside [-1, local E), batched counts outside [0, max_tokens]) without touching memory out of
+    #: bounds, and records them in :attr:`routing_errors`. When False, :meth:`apply` does that with
+    #: torch ops before :meth:`forward` (a few extra launches, no host sync). See docs/robustness.md.
+    guards_routing: bool = False
 
     def __init__(self, config: MoEConfig, weight_key: QuantKey | None, activation_key: QuantKey | None):
         self.config = config
         self.weight_key = weight_key
         self.activation_key = activation_key
+        #: Device-side count of invalid routing values this kernel met (see :mod:`moe_core.routing_guard`).
+        self.routing_errors: RoutingErrorCounter = routing_counter(config)
 
     @property
     def activation_format(self) -> ActivationFormat:
@@ -81,6 +89,8 @@ class MoEKernel(abc.ABC):
         the output (top_k must be 1).
         """
         self.validate_inputs(hidden_states, weights, routing, expert_map, apply_router_weight_on_input)
+        if not self.guards_routing:
+            routing, expert_map = drop_invalid_routing(self.config, hidden_states, routing, expert_map, self.routing_errors)
         return self.forward(hidden_states, weights, routing, expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input)
 
     @abc.abstractmethod
@@ -140,10 +150,10 @@ class MoEKernel(abc.ABC):
                 raise KernelInputError("expert_map", f"is on {expert_map.device} but hidden_states is on {x.device}")
         elif cfg.parallel.use_ep:
             raise KernelInputError("expert_map", f"is required when ep_size={cfg.parallel.ep_size}")
-        if routing.topk_ids.numel() and (full or x.device.type == "cpu"):
-            lo, hi = int(routing.topk_ids.min()), int(routing.topk_ids.max())
-            if lo < 0 or hi >= cfg.num_experts:
-                raise KernelInputError("routing.topk_ids", f"values must lie in [0, {cfg.num_experts}), got range [{lo}, {hi}]")
+        if full or x.device.type == "cpu":
+            _check_range("routing.topk_ids", routing.topk_ids, 0, cfg.num_experts)
+            if expert_map is not None:
+                _check_range("expert_map", expert_map, -1, cfg.local_num_experts)
         if full and not torch.isfinite(routing.topk_weights).all():
             raise KernelInputError("routing.topk_weights", "contains NaN or inf (MOE_CORE_FULL_CHECKS=1)")
 
@@ -161,6 +171,12 @@ class MoEKernel(abc.ABC):
         if routing.expert_num_tokens.shape[0] != e:
             raise KernelInputError("expert_num_tokens", f"has {routing.expert_num_tokens.shape[0]} entries, expected {e}")
         if full or x.device.type == "cpu":
-            counts = routing.expert_num_tokens
-            if counts.numel() and (int(counts.min()) < 0 or int(counts.max()) > x.shape[1]):
-                raise KernelInputError("expert_num_tokens", f"values must lie in [0, {x.shape[1]}]")
+            _check_range("expert_num_tokens", routing.expert_num_tokens, 0, x.shape[1] + 1)
+
+
+def _check_range(argument: str, values: torch.Tensor, low: int, high: int) -> None:
+    """Synchronous check that every value lies in [low, high) (CPU inputs, or MOE_CORE_FULL_CHECKS=1)."""
+    if values.numel():
+        lo, hi = int(values.min()), int(values.max())
+        if lo < low or hi >= high:
+            raise KernelInputError(argument, f"values must lie in [{low}, {high}), got range [{lo}, {hi}]")

@@ -29,7 +29,10 @@ class MoELayer:
     """Runs one MoE layer on the selected backend.
 
     Weights are prepared once for the selected kernel (and once for any other backend on first
-    use). With a measured ranking in force, each call runs the measured-fastest eligible backend
+    use). Invalid routing values never crash a kernel: their pairs are dropped, counted on the device,
+    and reported as :class:`~moe_core.routing_guard.InvalidRoutingError` by a later call once the
+    count has reached the host without a sync, or at once by :meth:`check` (docs/robustness.md).
+    With a measured ranking in force, each call runs the measured-fastest eligible backend
     for its token count. When that kernel's ``check_shapes``
     refuses an input, the next eligible backend of the selection (in rank order) runs it; the
     switch is logged at WARNING, and that backend's weights are prepared on first use.
@@ -68,6 +71,16 @@ class MoELayer:
     def backend(self) -> str:
         return self.selection.name
 
+    def check(self) -> None:
+        """Synchronise and raise :class:`~moe_core.routing_guard.InvalidRoutingError` if any earlier call
+        met invalid routing values (ids, expert-map entries or batched counts); resets the count.
+
+        Engines call this where a host sync is acceptable, and after replaying CUDA graphs (a graph
+        replay records bad values on the device, but only a host-side call can report them).
+        """
+        for kernel, _ in self._kernels.values():
+            kernel.routing_errors.check()
+
     def __call__(
         self,
         hidden_states: torch.Tensor,
@@ -76,6 +89,8 @@ class MoELayer:
         expert_map: torch.Tensor | None = None,
         apply_router_weight_on_input: bool = False,
     ) -> torch.Tensor:
+        for kernel, _ in self._kernels.values():  # bad routing of an earlier call, if its report reached the host
+            kernel.routing_errors.poll()
         refusals = []
         selection = self._select(hidden_states.shape[0])  # a measured ranking may prefer another backend here
         for name in dict.fromkeys((selection.name, *selection.fallbacks)):
@@ -84,6 +99,8 @@ class MoELayer:
             if verdict.ok:
                 if refusals:
                     logger.warning("MoE backend fallback to %s: %s", name, "; ".join(refusals))
-                return kernel.apply(hidden_states, weights, routing, expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input)
+                out = kernel.apply(hidden_states, weights, routing, expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input)
+                kernel.routing_errors.snapshot()
+                return out
             refusals.append(f"{name} refused shape {tuple(hidden_states.shape)}: {verdict.explain()}")
         raise ShapeFallbackExhaustedError("no eligible MoE backend accepts this input: " + "; ".join(refusals))

@@ -249,7 +249,7 @@ class TestBadInput:
         cfg = tiny(parallel=ParallelConfig(use_batched_activation_format=True))
         kernel, weights = make(cfg, quant.scheme("unquantized"))
         xb = torch.randn(6, 4, cfg.hidden_size)
-        with pytest.raises(KernelInputError, match=r"expert_num_tokens: values must lie in \[0, 4\]"):
+        with pytest.raises(KernelInputError, match=r"expert_num_tokens: values must lie in \[0, 5\), got range \[5, 5\]"):
             kernel.apply(xb, weights, BatchedRouting(torch.full((6,), 5, dtype=torch.int32)))
         with pytest.raises(KernelInputError, match="expert_num_tokens: has 5 entries, expected 6"):
             kernel.apply(xb, weights, BatchedRouting(torch.ones(5, dtype=torch.int32)))

@@ -19,6 +19,8 @@ Plain functions that raise ``AssertionError`` with a message naming the backend 
   (on some simulated platform and config), so the declaration is not a lie.
 * :func:`check_numerics`: every scheme the backend claims matches the reference backend on
   random problems on the device at hand, within per-scheme tolerances.
+* :func:`check_robustness` (from :mod:`moe_core.testing.robustness`): invalid routing and NaN/inf
+  values never crash the backend or poison the device, and invalid routing is reported.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from moe_core.batched import combine, dispatch
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
 from moe_core.numerics import relative_error, tolerance
+from moe_core.testing.robustness import check_robustness  # noqa: F401 - part of the kit's surface
 
 def registry_with(module: str, name: str) -> Registry:
     """A registry holding the built-in reference backend and one plugin module, nothing else."""

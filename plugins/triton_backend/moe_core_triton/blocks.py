@@ -19,6 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from moe_core.routing_guard import RoutingErrorCounter, invalid_pairs
+
 #: Up to this many (token, slot) pairs the table is built by one Triton program (one launch);
 #: beyond it by a few parallel device ops, whose launch cost no longer matters.
 SMALL_TABLE_PAIRS = 4096
@@ -38,55 +40,94 @@ class BlockTable:
 
 
 @triton.jit
+def local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP: tl.constexpr):
+    """Local expert of each pair at ``offs`` (-1: remote, invalid or masked), whether it is invalid, and the
+    value at fault: an id outside [0, num_experts) or an expert-map entry outside [-1, num_local).
+    Out-of-range ids never index the map."""
+    raw = tl.load(ids_ptr + offs, mask=ok, other=0).to(tl.int64)
+    in_range = ok & (raw >= 0) & (raw < num_experts)
+    local = raw
+    if HAS_MAP:
+        local = tl.load(map_ptr + raw, mask=in_range, other=-1).to(tl.int64)
+    bad = ok & ((in_range == 0) | (local < -1) | (local >= num_local))
+    expert = tl.where(ok & (bad == 0), local, -1).to(tl.int32)
+    return expert, bad, tl.where(in_range, local, raw)
+
+
+@triton.jit
+def record_invalid(err_ptr, count, smallest, largest):
+    """Add one program's invalid-value count and range to the int64 [count, smallest, largest] counter."""
+    if count > 0:
+        tl.atomic_add(err_ptr, count)
+        tl.atomic_min(err_ptr + 1, smallest)
+        tl.atomic_max(err_ptr + 2, largest)
+
+
+@triton.jit
 def _small_table_kernel(
-    ids_ptr, map_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, cursor_ptr,
-    pairs, num_experts, capacity,
-    HAS_MAP: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr, CHUNK: tl.constexpr,
+    ids_ptr, map_ptr, err_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, cursor_ptr,
+    pairs, num_experts, num_local, capacity,
+    HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr, CHUNK: tl.constexpr,
 ):
-    """The whole table in one program: per-expert counts, padded offsets, then a stable scatter."""
+    """The whole table in one program: per-expert counts, padded offsets, then a stable scatter.
+
+    Invalid pairs are always dropped; with ``GUARD`` they are also counted in ``err_ptr`` (off only
+    to measure the counting's cost)."""
     experts = tl.arange(0, E_P2)
     lane = tl.arange(0, CHUNK)
     counts = tl.zeros([E_P2], dtype=tl.int32)
+    num_bad = tl.zeros([CHUNK], dtype=tl.int64)
+    smallest = tl.full([CHUNK], 9223372036854775807, dtype=tl.int64)
+    largest = tl.full([CHUNK], -9223372036854775807 - 1, dtype=tl.int64)
     for start in range(0, pairs, CHUNK):
         ok = start + lane < pairs
-        e = tl.load(ids_ptr + start + lane, mask=ok, other=-1).to(tl.int32)
-        if HAS_MAP:
-            e = tl.load(map_ptr + e, mask=ok & (e >= 0), other=-1).to(tl.int32)
+        e, bad, offending = local_experts(ids_ptr, map_ptr, start + lane, ok, num_experts, num_local, HAS_MAP)
+        if GUARD:
+            num_bad += bad.to(tl.int64)
+            smallest = tl.where(bad, tl.minimum(smallest, offending), smallest)
+            largest = tl.where(bad, tl.maximum(largest, offending), largest)
         counts += tl.sum((e[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    if GUARD:
+        record_invalid(err_ptr, tl.sum(num_bad, axis=0), tl.min(smallest, axis=0), tl.max(largest, axis=0))
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     ends = tl.cumsum(padded, axis=0)
-    tl.store(cursor_ptr + experts, ends - padded, mask=experts < num_experts)
+    tl.store(cursor_ptr + experts, ends - padded, mask=experts < num_local)
     tl.store(num_padded_ptr, tl.sum(padded, axis=0))
     for start in range(0, capacity, CHUNK):
         tl.store(sorted_ids_ptr + start + lane, pairs, mask=start + lane < capacity)
     for first in range(0, capacity // BLOCK_M, CHUNK):
         blocks = first + lane
-        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_experts).to(tl.int32), axis=1)
-        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_experts - 1), mask=blocks < capacity // BLOCK_M)
+        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=blocks < capacity // BLOCK_M)
     tl.debug_barrier()
     for start in range(0, pairs, CHUNK):
         ok = start + lane < pairs
-        e = tl.load(ids_ptr + start + lane, mask=ok, other=-1).to(tl.int32)
-        if HAS_MAP:
-            e = tl.load(map_ptr + e, mask=ok & (e >= 0), other=-1).to(tl.int32)
-        valid = ok & (e >= 0)
+        e, bad, offending = local_experts(ids_ptr, map_ptr, start + lane, ok, num_experts, num_local, HAS_MAP)
+        valid = e >= 0
         same = (e[:, None] == e[None, :]) & (lane[None, :] < lane[:, None])
         rank = tl.sum(same.to(tl.int32), axis=1)
         base = tl.load(cursor_ptr + e, mask=valid, other=0)
         tl.store(sorted_ids_ptr + base + rank, start + lane, mask=valid)
         tl.debug_barrier()
         seen = tl.sum(((e[:, None] == experts[None, :]) & valid[:, None]).to(tl.int32), axis=0)
-        cursor = tl.load(cursor_ptr + experts, mask=experts < num_experts, other=0)
-        tl.store(cursor_ptr + experts, cursor + seen, mask=experts < num_experts)
+        cursor = tl.load(cursor_ptr + experts, mask=experts < num_local, other=0)
+        tl.store(cursor_ptr + experts, cursor + seen, mask=experts < num_local)
         tl.debug_barrier()
 
 
-def standard_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_map: torch.Tensor | None = None) -> BlockTable:
-    """Group the T*k (token, slot) pairs of ``topk_ids`` [T, k] by local expert; remote experts are dropped."""
+def standard_table(
+    topk_ids: torch.Tensor, num_experts: int, num_local: int, block_m: int,
+    expert_map: torch.Tensor | None = None, errors: RoutingErrorCounter | None = None,
+) -> BlockTable:
+    """Group the T*k (token, slot) pairs of ``topk_ids`` [T, k] by local expert.
+
+    Remote pairs (expert map entry -1) are dropped; so are invalid pairs (an id outside
+    [0, num_experts), a map entry outside [-1, num_local)), which are also counted in ``errors``.
+    """
     pairs = topk_ids.numel()
-    if 0 < pairs <= SMALL_TABLE_PAIRS and num_experts <= 1024 and (topk_ids.is_cuda or _interpreting()):
-        return _small_table(topk_ids, num_experts, block_m, expert_map)
-    return _large_table(topk_ids, num_experts, block_m, expert_map)
+    if 0 < pairs <= SMALL_TABLE_PAIRS and num_local <= 1024 and (topk_ids.is_cuda or _interpreting()):
+        return _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors)
+    return _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors)
 
 
 def _interpreting() -> bool:
@@ -100,56 +141,63 @@ def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
     return _round_up(pairs + min(num_experts, pairs) * (block_m - 1), block_m) if pairs else block_m
 
 
-def _small_table(topk_ids, num_experts, block_m, expert_map) -> BlockTable:
+def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
     device = topk_ids.device
     pairs = topk_ids.numel()
-    capacity = _capacity(pairs, num_experts, block_m)
+    capacity = _capacity(pairs, num_local, block_m)
     sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
     block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
     num_padded = torch.empty(1, dtype=torch.int32, device=device)
-    cursor = torch.empty(num_experts, dtype=torch.int32, device=device)
+    cursor = torch.empty(num_local, dtype=torch.int32, device=device)
     ids = topk_ids.reshape(-1)
     _small_table_kernel[(1,)](
-        ids, expert_map if expert_map is not None else ids, sorted_ids, block_expert, num_padded, cursor,
-        pairs, num_experts, capacity,
-        HAS_MAP=expert_map is not None, BLOCK_M=block_m, E_P2=triton.next_power_of_2(num_experts), CHUNK=64, num_warps=4,
+        ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
+        sorted_ids, block_expert, num_padded, cursor, pairs, num_experts, num_local, capacity,
+        HAS_MAP=expert_map is not None, GUARD=errors is not None, BLOCK_M=block_m,
+        E_P2=triton.next_power_of_2(num_local), CHUNK=64, num_warps=4,
     )
     return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
 
 
-def _large_table(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_map: torch.Tensor | None) -> BlockTable:
+def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
     device = topk_ids.device
-    ids = topk_ids.reshape(-1).long()
-    if expert_map is not None:
-        ids = expert_map.to(device=device, dtype=torch.long)[ids]
-    pairs = ids.numel()
-    key = torch.where(ids >= 0, ids, num_experts)  # remote pairs go to a dropped bucket
-    counts = torch.zeros(num_experts + 1, dtype=torch.long, device=device).scatter_add_(0, key, torch.ones_like(key))
-    padded = (counts[:num_experts] + block_m - 1) // block_m * block_m
+    local, bad, offending = invalid_pairs(topk_ids.reshape(-1), num_experts, expert_map, num_local)
+    if errors is not None:
+        errors.record(offending, bad)
+    pairs = local.numel()
+    key = torch.where(local >= 0, local, num_local)  # remote and invalid pairs go to a dropped bucket
+    counts = torch.zeros(num_local + 1, dtype=torch.long, device=device).scatter_add_(0, key, torch.ones_like(key))
+    padded = (counts[:num_local] + block_m - 1) // block_m * block_m
     ends = torch.cumsum(padded, 0)
     starts = ends - padded
     order = torch.argsort(key, stable=True)
     sorted_key = key[order]
     first = torch.cumsum(counts, 0) - counts
     rank = torch.arange(pairs, device=device) - first[sorted_key]
-    capacity = _capacity(pairs, num_experts, block_m)
+    capacity = _capacity(pairs, num_local, block_m)
     starts_ext = torch.cat([starts, starts.new_full((1,), capacity)])
-    dest = torch.where(sorted_key < num_experts, starts_ext[sorted_key] + rank, capacity)
+    dest = torch.where(sorted_key < num_local, starts_ext[sorted_key] + rank, capacity)
     sorted_ids = torch.full((capacity + 1,), pairs, dtype=torch.int32, device=device)
     sorted_ids.scatter_(0, dest, order.to(torch.int32))
     block_start = torch.arange(0, capacity, block_m, device=device)
-    block_expert = torch.searchsorted(ends, block_start, right=True).clamp(max=num_experts - 1).to(torch.int32)
-    num_padded = ends[-1:].to(torch.int32) if num_experts else torch.zeros(1, dtype=torch.int32, device=device)
+    block_expert = torch.searchsorted(ends, block_start, right=True).clamp(max=num_local - 1).to(torch.int32)
+    num_padded = ends[-1:].to(torch.int32) if num_local else torch.zeros(1, dtype=torch.int32, device=device)
     return BlockTable(sorted_ids[:capacity], block_expert, num_padded, pairs, block_m)
 
 
-def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int) -> BlockTable:
-    """Rows ``e * max_tokens + m`` for m < count[e], each expert's rows in ceil(max_tokens / BLOCK_M) blocks."""
+def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int, errors: RoutingErrorCounter | None = None) -> BlockTable:
+    """Rows ``e * max_tokens + m`` for m < count[e], each expert's rows in ceil(max_tokens / BLOCK_M) blocks.
+
+    Counts outside [0, max_tokens] are clamped into it (and counted in ``errors``), so no row of
+    another expert or past the tensor is ever read."""
     device = expert_num_tokens.device
-    experts = expert_num_tokens.shape[0]
+    counts = expert_num_tokens.to(device)
+    if errors is not None:
+        errors.record(counts, (counts < 0) | (counts > max_tokens))
+    experts = counts.shape[0]
     per_expert = _round_up(max(max_tokens, 1), block_m)
     m = torch.arange(per_expert, device=device)
-    valid = m.unsqueeze(0) < expert_num_tokens.to(device).unsqueeze(1)
+    valid = m.unsqueeze(0) < counts.clamp(0, max_tokens).unsqueeze(1)
     rows = torch.arange(experts, device=device).unsqueeze(1) * max_tokens + m.unsqueeze(0)
     sentinel = experts * max_tokens
     sorted_ids = torch.where(valid, rows, sentinel).to(torch.int32).reshape(-1)

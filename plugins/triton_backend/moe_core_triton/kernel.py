@@ -23,6 +23,7 @@ from moe_core_triton import configs
 from moe_core_triton.blocks import BlockTable, batched_table, standard_table
 from moe_core_triton.gemm import moe_gemm_kernel
 from moe_core_triton.quantize import quantize_activations
+from moe_core_triton.reduce import topk_sum
 
 #: Rows (token-expert pairs) the int32 block table can index.
 MAX_ROWS = 2**31 - 1
@@ -62,6 +63,10 @@ class TritonKernel(MoEKernel):
 
     backend_name = "triton"
     cuda_graph_safe = True  # block tables are built without host synchronisation
+    guards_routing = True  # the block tables and the top-k sum drop invalid pairs and count them
+    #: Internal switch for benchmarks/guard_cost.py only: False skips counting invalid routing and
+    #: sums the top-k rows with torch (unwritten rows of dropped pairs are then summed as garbage).
+    count_routing_errors = True
     #: Top-k reduction: "sum" (GEMM2 writes one row per pair, then a sum over top-k; deterministic)
     #: or "atomic" (GEMM2 adds into a float32 output). "sum" measured as fast or faster on the H100.
     reduce = "sum"
@@ -71,6 +76,9 @@ class TritonKernel(MoEKernel):
         self.mode = scale_mode(weight_key, activation_key)
         sch = scheme_for_keys(weight_key, activation_key)
         self.scheme_name = sch.name if sch is not None else "custom"
+        # A per-tensor dynamic scale of the intermediate is an amax over every row, so rows of
+        # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
+        self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32."""
@@ -92,47 +100,48 @@ class TritonKernel(MoEKernel):
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
         cfg = self.config
         x = hidden_states
-        if isinstance(routing, BatchedRouting):
+        errors = self.routing_errors if self.count_routing_errors else None
+        batched = isinstance(routing, BatchedRouting)
+        if batched:
             experts, max_tokens, hidden = x.shape
             a_in = x.reshape(experts * max_tokens, hidden)
             rows, row_div, tokens = experts * max_tokens, 1, max_tokens
-            table_for = lambda bm: batched_table(routing.expert_num_tokens, max_tokens, bm)  # noqa: E731
+            table_for = lambda bm, errs: batched_table(routing.expert_num_tokens, max_tokens, bm, errs)  # noqa: E731
         else:
             if apply_router_weight_on_input:  # top_k == 1
                 x = (x.float() * routing.topk_weights.float()).to(x.dtype)
             a_in = x
             tokens = x.shape[0]
             rows, row_div = tokens * cfg.top_k, cfg.top_k
-            table_for = lambda bm: standard_table(routing.topk_ids, cfg.local_num_experts, bm, expert_map)  # noqa: E731
+            table_for = lambda bm, errs: standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, bm, expert_map, errs)  # noqa: E731
         i, h = cfg.intermediate_size, cfg.hidden_size
         device = x.device
-        pad_rows = expert_map is not None or isinstance(routing, BatchedRouting)
-        alloc = torch.zeros if pad_rows else torch.empty
 
         c1 = self._config(x.device, rows, i, h, gemm=1, tokens=tokens)
         c2 = self._config(x.device, rows, h, i, gemm=2, tokens=tokens)
         tables: dict[int, BlockTable] = {}
         for block_m in (c1.BLOCK_M, c2.BLOCK_M):
-            if block_m not in tables:
-                tables[block_m] = table_for(block_m)
+            if block_m not in tables:  # invalid routing is counted by the first table only
+                tables[block_m] = table_for(block_m, None if tables else errors)
         table1, table2 = tables[c1.BLOCK_M], tables[c2.BLOCK_M]
 
         a1, a1_scale = self._quantize(a_in, weights.a13_scale)
-        inter = alloc((rows, i), dtype=cfg.dtype, device=device)
+        inter = (torch.zeros if self._zero_intermediate else torch.empty)((rows, i), dtype=cfg.dtype, device=device)
         self._gemm(a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, c1, row_div=row_div, gated=True)
         a2, a2_scale = self._quantize(inter, weights.a2_scale)
-        weigh = isinstance(routing, Routing) and not apply_router_weight_on_input
-        topk_weights = routing.topk_weights.contiguous() if weigh else None
-        if self.reduce == "atomic" and isinstance(routing, Routing):
+        topk_weights = None if batched or apply_router_weight_on_input else routing.topk_weights.contiguous()
+        if self.reduce == "atomic" and not batched:
             out = torch.zeros((tokens, h), dtype=torch.float32, device=device)
             self._gemm(a2, a2_scale, weights.w2, weights.w2_scale, out, table2, c2, row_div=1, gated=False,
                        topk_weights=topk_weights, atomic_rows_per_output=cfg.top_k)
             return out.to(cfg.dtype)
-        out_rows = alloc((rows, h), dtype=cfg.dtype, device=device)
+        out_rows = (torch.zeros if batched else torch.empty)((rows, h), dtype=cfg.dtype, device=device)  # batched: rows past counts are 0
         self._gemm(a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, c2, row_div=1, gated=False, topk_weights=topk_weights)
-        if isinstance(routing, BatchedRouting):
+        if batched:
             return out_rows.view(x.shape)
-        return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
+        if not self.count_routing_errors:
+            return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
+        return topk_sum(out_rows, routing.topk_ids, cfg.num_experts, cfg.local_num_experts, expert_map)
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized = self.weight_key is not None

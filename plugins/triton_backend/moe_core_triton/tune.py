@@ -71,7 +71,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0) -> dict
         timings = []
         reference = None
         for lc in candidates(rows / cfg.num_experts, limit):
-            table = standard_table(routing.topk_ids, cfg.num_experts, lc.BLOCK_M)
+            table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
             out = torch.zeros(rows, n, device="cuda", dtype=cfg.dtype)
             run = lambda: kernel._gemm(a, a_s, b, b_s, out, table, lc, row_div=row_div, gated=gated,  # noqa: E731
                                        topk_weights=None if gated else routing.topk_weights)

@@ -1,0 +1,153 @@
+"""Invalid routing through the Triton kernels: dropped, counted on the device, never out of bounds.
+
+On a CPU machine the kernels run in the interpreter and are called through ``forward`` (``apply``
+checks CPU inputs synchronously and would raise first); on a GPU the conformance kit's
+robustness checks run through ``apply``, then thousands of garbage routings through one layer.
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moe_core import quant
+from moe_core.config import MoEConfig, ParallelConfig
+from moe_core.layer import MoELayer
+from moe_core.numerics import relative_error, tolerance
+from moe_core.presets import random_inputs, random_layer
+from moe_core.reference.kernel import ReferenceKernel
+from moe_core.registry import Registry
+from moe_core.routing import BatchedRouting, Routing
+from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
+from moe_core.testing import conformance
+from moe_core_triton.blocks import _large_table, _small_table
+from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
+
+GPU = torch.cuda.is_available()
+DEVICE = "cuda" if GPU else "cpu"
+INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+def _reported(counter: RoutingErrorCounter) -> int:
+    try:
+        counter.check()
+    except InvalidRoutingError as exc:
+        return exc.count
+    return 0
+
+
+@st.composite
+def table_case(draw):
+    num_experts = draw(st.integers(1, 9))
+    with_map = draw(st.booleans())
+    num_local = draw(st.integers(1, num_experts)) if with_map else num_experts
+    pairs = draw(st.integers(1, 40))
+    ids = draw(st.lists(st.one_of(st.integers(-2, num_experts + 1), INT32), min_size=pairs, max_size=pairs))
+    expert_map = draw(st.lists(st.integers(-2, num_local + 1), min_size=num_experts, max_size=num_experts)) if with_map else None
+    block_m = draw(st.sampled_from([2, 4, 16]))
+    return torch.tensor(ids, dtype=torch.int32).reshape(-1, 1), num_experts, num_local, expert_map, block_m
+
+
+@settings(max_examples=25, deadline=None)
+@given(table_case())
+def test_tables_hold_each_valid_pair_once_and_count_the_invalid(case):
+    ids, num_experts, num_local, expert_map, block_m = case
+    ids = ids.to(DEVICE)
+    map_t = torch.tensor(expert_map, device=DEVICE) if expert_map is not None else None
+    local, bad, _ = invalid_pairs(ids.reshape(-1), num_experts, map_t, num_local)
+    for build in (_small_table, _large_table):
+        counter = RoutingErrorCounter("routing.topk_ids", "")
+        table = build(ids, num_experts, num_local, block_m, map_t, counter)
+        used = int(table.num_padded)
+        rows = table.sorted_ids[:used].tolist()
+        owners = table.block_expert.tolist()
+        placed = {}
+        for i, row in enumerate(rows):
+            if row < table.num_valid:
+                assert row not in placed, f"{build.__name__}: pair {row} placed twice"
+                placed[row] = owners[i // block_m]
+        want = {p: e for p, e in enumerate(local.tolist()) if e >= 0}
+        assert placed == want, f"{build.__name__}: table {placed} != valid pairs {want}"
+        assert _reported(counter) == int(bad.sum())
+
+
+def _problem(name, ep=1, tokens=6):
+    cfg = MoEConfig(num_experts=8, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.float16, parallel=ParallelConfig(ep_size=ep))
+    sch = quant.scheme(name)
+    raw = random_layer(cfg, sch, device=DEVICE, seed=1)
+    x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=2)
+    return cfg, sch, raw, x, routing
+
+
+@pytest.mark.parametrize("name", ["unquantized", "fp8-block", "fp8-tensor-dyn", "int8"])
+@pytest.mark.parametrize("with_map", [False, True])
+def test_forward_drops_invalid_pairs_and_counts_them(name, with_map):
+    cfg, sch, raw, x, routing = _problem(name, ep=2 if with_map else 1)
+    ids = routing.topk_ids.clone()
+    ids[0, 0], ids[2, 1], ids[3, 0] = cfg.num_experts, -5, 2**31 - 1
+    expert_map = None
+    if with_map:
+        expert_map = torch.tensor([0, 1, 2, 3, -1, -1, -1, 9], device=DEVICE)  # entry 7 out of range
+    bad_routing = Routing(ids, routing.topk_weights)
+    kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+    got = kernel.forward(x, kernel.prepare_weights(raw), bad_routing, expert_map=expert_map, apply_router_weight_on_input=False)
+    oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
+    counter = RoutingErrorCounter("", "")
+    safe, safe_map = drop_invalid_routing(cfg, x, bad_routing, expert_map, counter)
+    want = oracle.apply(x, oracle.prepare_weights(raw), safe, expert_map=safe_map)
+    assert torch.isfinite(got).all()
+    assert relative_error(got, want) <= tolerance(sch.activation_key, cfg.dtype)
+    assert _reported(kernel.routing_errors) == _reported(counter) >= 3
+
+
+def test_batched_counts_out_of_range_are_clamped_and_counted():
+    cfg = MoEConfig(num_experts=3, top_k=1, hidden_size=64, intermediate_size=32, dtype=torch.float16,
+                    parallel=ParallelConfig(use_batched_activation_format=True))
+    sch = quant.scheme("unquantized")
+    raw = random_layer(cfg, sch, device=DEVICE, seed=3)
+    xb = torch.randn(3, 4, 64, device=DEVICE).half()
+    counts = torch.tensor([9, -1, 2], device=DEVICE)
+    kernel = TritonBatchedKernel(cfg, None, None)
+    got = kernel.forward(xb, kernel.prepare_weights(raw), BatchedRouting(counts), expert_map=None, apply_router_weight_on_input=False)
+    oracle = ReferenceKernel(cfg, None, None)
+    want = oracle.apply(xb, oracle.prepare_weights(raw), BatchedRouting(counts.clamp(0, 4)))
+    assert relative_error(got, want) <= tolerance(None, cfg.dtype)
+    assert got[1].abs().sum() == 0 and got[2, 2:].abs().sum() == 0
+    assert _reported(kernel.routing_errors) == 2
+
+
+@pytest.mark.skipif(not GPU, reason="apply() checks CPU inputs synchronously; the masked path through apply needs a GPU")
+@pytest.mark.parametrize("backend", ["triton", "triton_batched"])
+def test_conformance_robustness_on_the_gpu(backend):
+    records = conformance.check_robustness(Registry(), backend, device="cuda", garbage_calls=2000, schemes=("unquantized", "fp8-block", "fp8-tensor-dyn", "int8"))
+    assert records and all(r["outcome"] in ("masked", "survived") for r in records), records
+
+
+@pytest.mark.skipif(not GPU, reason="needs a GPU")
+def test_layer_survives_garbage_and_reports_it_on_a_later_call():
+    cfg = MoEConfig(num_experts=128, top_k=8, hidden_size=2048, intermediate_size=768, dtype=torch.bfloat16)
+    sch = quant.scheme("unquantized")
+    raw = random_layer(cfg, sch, device="cuda", seed=0)
+    layer = MoELayer(cfg, raw, environ={"MOE_CORE_BACKEND": "triton"})
+    x, routing = random_inputs(cfg, 64, device="cuda", seed=1)
+    want = ReferenceKernel(cfg, None, None)
+    want = want.apply(x, want.prepare_weights(raw), routing)
+    for bad in (128, 100000, -5):
+        ids = routing.topk_ids.clone()
+        ids[5, 3] = bad
+        layer(x, Routing(ids, routing.topk_weights))
+        torch.cuda.synchronize()  # the asynchronous copy of the counter has landed
+        with pytest.raises(InvalidRoutingError, match="1 value"):
+            layer(x, routing)
+        assert relative_error(layer(x, routing), want) <= tolerance(None, cfg.dtype)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(2000):
+        garbage = torch.randint(-(2**31), 2**31 - 1, routing.topk_ids.shape, generator=gen, dtype=torch.int32).cuda()
+        try:
+            layer(x, Routing(garbage, routing.topk_weights))
+        except InvalidRoutingError:
+            pass
+    with pytest.raises(InvalidRoutingError):
+        layer.check()
+    assert relative_error(layer(x, routing), want) <= tolerance(None, cfg.dtype)
+    layer.check()

@@ -1,0 +1,150 @@
+"""Invalid routing: classification, the generic guard, the device-side counter and how MoELayer reports it."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moe_core import quant
+from moe_core.config import MoEConfig, ParallelConfig
+from moe_core.layer import MoELayer
+from moe_core.presets import random_inputs, random_layer
+from moe_core.registry import Registry
+from moe_core.routing import BatchedRouting, Routing
+from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
+from moe_core.testing import conformance
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+def _expected_bad(ids, num_experts, expert_map, num_local):
+    """Plain-Python statement of which pairs are invalid."""
+    out = []
+    for i in ids.reshape(-1).tolist():
+        if not 0 <= i < num_experts:
+            out.append(True)
+        else:
+            local = expert_map[i] if expert_map is not None else i
+            out.append(not -1 <= local < num_local)
+    return out
+
+
+@st.composite
+def routed(draw, with_map: bool):
+    """(ids, config, expert map as a list or None): ids of any int64 value, map entries also out of range."""
+    ep = draw(st.sampled_from([1, 2, 4])) if with_map else 1
+    num_experts = ep * draw(st.integers(1, 8))
+    cfg = MoEConfig(num_experts=num_experts, top_k=draw(st.integers(1, min(4, num_experts))), hidden_size=8, intermediate_size=8,
+                    parallel=ParallelConfig(ep_size=ep))
+    tokens = draw(st.integers(0, 6))
+    values = st.one_of(st.integers(-2, num_experts + 2), INT32, st.integers(-(2**40), 2**40))
+    size = tokens * cfg.top_k
+    ids = torch.tensor(draw(st.lists(values, min_size=size, max_size=size)), dtype=torch.int64).reshape(tokens, cfg.top_k)
+    expert_map = None
+    if with_map:
+        expert_map = draw(st.lists(st.integers(-3, cfg.local_num_experts + 2), min_size=num_experts, max_size=num_experts))
+    return ids, cfg, expert_map
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.booleans().flatmap(routed))
+def test_invalid_pairs_matches_the_rule(case):
+    ids, cfg, expert_map = case
+    map_t = torch.tensor(expert_map) if expert_map is not None else None
+    local, bad, offending = invalid_pairs(ids, cfg.num_experts, map_t, cfg.local_num_experts)
+    assert bad.reshape(-1).tolist() == _expected_bad(ids, cfg.num_experts, expert_map, cfg.local_num_experts)
+    assert ((local >= -1) & (local < cfg.local_num_experts)).all()
+    assert (local[bad] == -1).all()
+    flat = ids.reshape(-1).tolist()
+    for i, (b, off) in enumerate(zip(bad.reshape(-1).tolist(), offending.reshape(-1).tolist())):
+        if b:  # the value at fault: the id when out of range, else its map entry
+            assert off == (flat[i] if not 0 <= flat[i] < cfg.num_experts else expert_map[flat[i]])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.booleans().flatmap(routed))
+def test_generic_guard_leaves_only_valid_routing_and_counts_every_bad_pair(case):
+    ids, cfg, expert_map = case
+    weights = torch.rand(ids.shape) + 0.5
+    map_t = torch.tensor(expert_map) if expert_map is not None else None
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, E)")
+    routing, new_map = drop_invalid_routing(cfg, torch.zeros(ids.shape[0], 8), Routing(ids, weights), map_t, counter)
+    bad = torch.tensor(_expected_bad(ids, cfg.num_experts, expert_map, cfg.local_num_experts), dtype=torch.bool).reshape(ids.shape)
+    assert ((routing.topk_ids >= 0) & (routing.topk_ids < cfg.num_experts)).all()
+    assert (routing.topk_weights[bad] == 0).all() and torch.equal(routing.topk_weights[~bad], weights[~bad])
+    if new_map is not None:
+        assert ((new_map >= -1) & (new_map < cfg.local_num_experts)).all()
+    assert counter.buffer("cpu")[0].item() == int(bad.sum())
+    if bad.any():
+        with pytest.raises(InvalidRoutingError) as info:
+            counter.poll()
+        assert info.value.count == int(bad.sum())
+    counter.poll()  # reported once only
+
+
+def test_generic_guard_clamps_batched_counts():
+    cfg = MoEConfig(num_experts=3, top_k=1, hidden_size=8, intermediate_size=8, parallel=ParallelConfig(use_batched_activation_format=True))
+    counter = RoutingErrorCounter("expert_num_tokens", "[0, max_tokens]")
+    routing, _ = drop_invalid_routing(cfg, torch.zeros(3, 4, 8), BatchedRouting(torch.tensor([5, -2, 4])), None, counter)
+    assert routing.expert_num_tokens.tolist() == [4, 0, 4]
+    assert counter.buffer("cpu").tolist() == [2, -2, 5]
+
+
+def test_counter_reports_new_values_once_and_check_resets():
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, 4)")
+    counter.poll()  # nothing recorded: nothing raised
+    counter.check()
+    counter.record(torch.tensor([7, 1, -3]), torch.tensor([True, False, True]))
+    with pytest.raises(InvalidRoutingError, match=r"routing.topk_ids: 2 value\(s\) outside \[0, 4\).*\[-3, 7\]") as info:
+        counter.poll()
+    assert (info.value.count, info.value.smallest, info.value.largest) == (2, -3, 7)
+    counter.poll()
+    counter.record(torch.tensor([9]), torch.tensor([True]))
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.poll()
+    assert info.value.count == 1  # only the value not reported yet
+    counter.record(torch.tensor([100]), torch.tensor([True]))
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.check()
+    assert info.value.count == 1 and info.value.largest == 100
+    assert counter.buffer("cpu").tolist() == [0, 2**63 - 1, -(2**63)]
+    counter.check()
+
+
+def _layer():
+    cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, dtype=torch.float32)
+    sch = quant.scheme("unquantized")
+    return cfg, MoELayer(cfg, random_layer(cfg, sch), registry=Registry(autoload=False, environ={}), environ={})
+
+
+def test_layer_reports_counted_values_on_the_next_call_then_keeps_working():
+    cfg, layer = _layer()
+    x, routing = random_inputs(cfg, 3)
+    want = layer(x, routing)
+    kernel, _ = layer._kernels[layer.backend]
+    kernel.routing_errors.record(torch.tensor([99]), torch.tensor([True]))  # as a GPU kernel would
+    with pytest.raises(InvalidRoutingError, match="1 value"):
+        layer(x, routing)
+    assert torch.equal(layer(x, routing), want)
+    kernel.routing_errors.record(torch.tensor([-4]), torch.tensor([True]))
+    with pytest.raises(InvalidRoutingError, match=r"\[-4, 99\]"):
+        layer.check()
+    layer.check()
+
+
+def test_layer_raises_at_once_on_cpu_for_bad_ids():
+    cfg, layer = _layer()
+    x, routing = random_inputs(cfg, 3)
+    with pytest.raises(Exception, match=r"routing.topk_ids: values must lie in \[0, 4\)"):
+        layer(x, Routing(torch.full_like(routing.topk_ids, 4), routing.topk_weights))
+    layer.check()  # the synchronous check counted nothing on the device
+
+
+def test_check_robustness_on_the_reference_backend():
+    records = conformance.check_robustness(Registry(autoload=False, environ={}), "reference", device="cpu", schemes=("unquantized", "fp8-tensor-dyn"), garbage_calls=10)
+    by_case = {(r["scheme"], r["case"]): r["outcome"] for r in records}
+    assert by_case[("unquantized", "id = 100000")] == "raised"  # CPU inputs are checked synchronously
+    assert by_case[("unquantized", "NaN token")] == "masked"
+    assert by_case[("unquantized", "remote experts only (map -1)")] == "masked"
+    assert ("fp8-tensor-dyn", "10 garbage routings") in by_case
+    assert all(r["after"] == 0.0 for r in records)  # the reference against itself after every case
