@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moe_core.routing_guard import RoutingErrorCounter, invalid_pairs
+from moe_core.routing_guard import RoutingErrorCounter
 
 #: Up to this many (token, slot) pairs the table is built by one Triton program (one launch);
 #: beyond it by a few parallel device ops, whose launch cost no longer matters.
@@ -159,11 +159,35 @@ def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) 
     return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
 
 
+@triton.jit
+def _classify_kernel(ids_ptr, map_ptr, err_ptr, local_ptr, pairs, num_experts, num_local,
+                     HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK: tl.constexpr):
+    """Each pair's local expert (-1: remote or invalid); invalid pairs counted per program with one atomic each."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < pairs
+    e, bad, offending = local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP)
+    tl.store(local_ptr + offs, e, mask=ok)
+    if GUARD:
+        record_invalid(err_ptr, tl.sum(bad.to(tl.int64), axis=0),
+                       tl.min(tl.where(bad, offending, 9223372036854775807), axis=0),
+                       tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
+
+
+def _local_experts(topk_ids, num_experts, num_local, expert_map, errors) -> torch.Tensor:
+    """[pairs] int64 local expert of each pair, -1 for remote and invalid pairs (one launch)."""
+    ids = topk_ids.reshape(-1)
+    local = torch.empty(ids.numel(), dtype=torch.int32, device=ids.device)
+    if ids.numel():
+        _classify_kernel[(triton.cdiv(ids.numel(), 1024),)](
+            ids, expert_map if expert_map is not None else ids, errors.buffer(ids.device) if errors is not None else ids, local,
+            ids.numel(), num_experts, num_local, HAS_MAP=expert_map is not None, GUARD=errors is not None, BLOCK=1024,
+        )
+    return local.long()
+
+
 def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
     device = topk_ids.device
-    local, bad, offending = invalid_pairs(topk_ids.reshape(-1), num_experts, expert_map, num_local)
-    if errors is not None:
-        errors.record(offending, bad)
+    local = _local_experts(topk_ids, num_experts, num_local, expert_map, errors)
     pairs = local.numel()
     key = torch.where(local >= 0, local, num_local)  # remote and invalid pairs go to a dropped bucket
     counts = torch.zeros(num_local + 1, dtype=torch.long, device=device).scatter_add_(0, key, torch.ones_like(key))

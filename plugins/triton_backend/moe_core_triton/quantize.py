@@ -78,7 +78,8 @@ def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Ten
     qmax = _QMAX[key.dtype]
     if key.group.is_per_tensor:
         if static_scale is None:
-            static_scale = (x.abs().amax().float().clamp(min=1e-12) / qmax).reshape(1, 1)
+            amax = x.abs().amax() if rows else x.new_zeros(())  # amax of no rows is an error in torch
+            static_scale = (amax.float().clamp(min=1e-12) / qmax).reshape(1, 1)
         scale = static_scale.float().reshape(1, 1)
         group, groups, static = k, 1, True
     else:
