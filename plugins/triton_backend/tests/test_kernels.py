@@ -106,15 +106,15 @@ def test_batched_matches_reference(name):
 
 
 def test_block_tables():
-    ids = torch.tensor([[2, 0], [2, 1], [0, 2]])
+    ids = torch.tensor([[2, 0], [2, 1], [0, 2]], device=DEVICE)
     t = standard_table(ids, 4, 4, block_m=4)
     assert t.num_valid == 6 and int(t.num_padded) == 12
     rows = t.sorted_ids.tolist()
     assert rows[:4] == [1, 4, 6, 6] and rows[4:8] == [3, 6, 6, 6] and rows[8:12] == [0, 2, 5, 6]
     assert t.block_expert.tolist()[:3] == [0, 1, 2]
-    remote = standard_table(ids, 4, 2, block_m=2, expert_map=torch.tensor([0, -1, 1, -1]))
+    remote = standard_table(ids, 4, 2, block_m=2, expert_map=torch.tensor([0, -1, 1, -1], device=DEVICE))
     assert int(remote.num_padded) == 6 and sorted(r for r in remote.sorted_ids.tolist() if r < 6) == [0, 1, 2, 4, 5]
-    b = batched_table(torch.tensor([1, 0, 3]), max_tokens=3, block_m=2)
+    b = batched_table(torch.tensor([1, 0, 3], device=DEVICE), max_tokens=3, block_m=2)
     assert b.sorted_ids.tolist() == [0, 9, 9, 9, 9, 9, 9, 9, 6, 7, 8, 9] and b.block_expert.tolist() == [0, 0, 1, 1, 2, 2]
 
 
