@@ -1,0 +1,83 @@
+"""Both backends on a real GPU with the real DeepGEMM, against the reference (skipped elsewhere)."""
+
+import dataclasses
+import importlib.util
+
+import pytest
+import torch
+
+from moe_core.config import MoEConfig, ParallelConfig
+from moe_core.numerics import relative_error, tolerance
+from moe_core.presets import random_inputs, random_layer
+from moe_core.quant import scheme
+from moe_core.reference.kernel import ReferenceKernel
+from moe_core.routing import Routing
+from moe_core.testing import conformance
+from moe_core_deepgemm.kernel import DeepGemmKernel
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("deep_gemm") is None, reason="needs a CUDA GPU and deep_gemm"
+)
+TOKENS = (1, 7, 333)
+SMALL = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
+K7168 = MoEConfig(num_experts=16, top_k=4, hidden_size=7168, intermediate_size=256, dtype=torch.bfloat16)
+MANY_EXPERTS = MoEConfig(num_experts=64, top_k=6, hidden_size=1024, intermediate_size=512, dtype=torch.bfloat16)  # most experts empty at 1 and 7 tokens
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return conformance.registry_with("moe_core_deepgemm.plugin", name="deepgemm")
+
+
+@pytest.mark.parametrize("backend", ["deepgemm", "batched_deepgemm"])
+@pytest.mark.parametrize("cfg", [SMALL, K7168, MANY_EXPERTS], ids=["small", "k7168", "many-experts"])
+def test_numerics(reg, backend, cfg):
+    records = conformance.check_numerics(reg, backend, configs=[cfg], tokens=TOKENS)
+    assert not [r for r in records if "skipped" in r], records
+    print(backend, [(r["scheme"], r["tokens"], round(r["rel_err"], 5)) for r in records])
+
+
+def _against_reference(cfg, scheme_name, x, routing, expert_map=None):
+    sch = scheme(scheme_name)
+    kernel, oracle = DeepGemmKernel(cfg, sch.weight_key, sch.activation_key), ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
+    raw = random_layer(cfg, sch, device="cuda")
+    got = kernel.apply(x, kernel.prepare_weights(raw), routing, expert_map=expert_map)
+    want = oracle.apply(x, oracle.prepare_weights(raw), routing, expert_map=expert_map)
+    err = relative_error(got, want)
+    assert err <= tolerance(sch.activation_key, cfg.dtype), err
+    return kernel, err
+
+
+@pytest.mark.parametrize("scheme_name", ["fp8-block", "unquantized"])
+def test_all_tokens_on_one_expert(scheme_name):
+    x, routing = random_inputs(SMALL, 333, device="cuda")
+    ids = torch.stack([torch.full_like(routing.topk_ids[:, 0], 3), torch.full_like(routing.topk_ids[:, 1], 5)], dim=1)
+    _against_reference(SMALL, scheme_name, x, Routing(ids, routing.topk_weights))
+
+
+def test_expert_map_and_invalid_ids():
+    cfg = dataclasses.replace(SMALL, parallel=ParallelConfig(ep_size=2))
+    x, routing = random_inputs(cfg, 77, device="cuda")
+    expert_map = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32, device="cuda")
+    _against_reference(cfg, "fp8-block", x, routing, expert_map)
+
+
+def test_robustness(reg):
+    for backend in ("deepgemm", "batched_deepgemm"):
+        conformance.check_robustness(reg, backend, config=SMALL, garbage_calls=20)
+
+
+def test_decode_is_cuda_graph_capturable():
+    sch = scheme("fp8-block")
+    kernel = DeepGemmKernel(SMALL, sch.weight_key, sch.activation_key)
+    weights = kernel.prepare_weights(random_layer(SMALL, sch, device="cuda"))
+    x, routing = random_inputs(SMALL, 4, device="cuda")
+    eager = kernel.apply(x, weights, routing)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = kernel.apply(x, weights, routing)
+    x2, routing2 = random_inputs(SMALL, 4, device="cuda", seed=9)
+    x.copy_(x2), routing.topk_ids.copy_(routing2.topk_ids), routing.topk_weights.copy_(routing2.topk_weights)
+    graph.replay()
+    torch.testing.assert_close(out, kernel.apply(x, weights, routing))
+    assert not torch.equal(out, eager)
