@@ -19,9 +19,9 @@ pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or importlib.util.find_spec("deep_gemm") is None, reason="needs a CUDA GPU and deep_gemm"
 )
 TOKENS = (1, 7, 333)
+# At 1 and 7 tokens most of SMALL's 8 experts are empty. Few distinct shapes: DeepGEMM JIT-compiles one kernel per (N, K, E, block config).
 SMALL = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
 K7168 = MoEConfig(num_experts=16, top_k=4, hidden_size=7168, intermediate_size=256, dtype=torch.bfloat16)
-MANY_EXPERTS = MoEConfig(num_experts=64, top_k=6, hidden_size=1024, intermediate_size=512, dtype=torch.bfloat16)  # most experts empty at 1 and 7 tokens
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def reg():
 
 
 @pytest.mark.parametrize("backend", ["deepgemm", "batched_deepgemm"])
-@pytest.mark.parametrize("cfg", [SMALL, K7168, MANY_EXPERTS], ids=["small", "k7168", "many-experts"])
+@pytest.mark.parametrize("cfg", [SMALL, K7168], ids=["small", "k7168"])
 def test_numerics(reg, backend, cfg):
     records = conformance.check_numerics(reg, backend, configs=[cfg], tokens=TOKENS)
     assert not [r for r in records if "skipped" in r], records
