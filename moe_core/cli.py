@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
 import time
@@ -111,8 +112,10 @@ def cmd_doctor(args) -> int:
     reg = default_registry()
     print(f"platform: {plat.describe()}")
     print(f"torch: {torch.__version__}")
+    dists = importlib.metadata.packages_distributions()
     for pkg in OPTIONAL_PACKAGES:
-        print(f"  optional package {pkg:<11} {'importable' if plat.has_package(pkg) else 'missing'}")
+        found = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in sorted(set(dists.get(pkg, ())))) if plat.has_package(pkg) else ""
+        print(f"  optional package {pkg:<11} {'importable' if plat.has_package(pkg) else 'missing'}" + (f" ({found})" if found else ""))
     bad = [p for p in reg.plugins if p.status is not PluginStatus.LOADED]
     print(f"plugins: {len(reg.plugins)} ({len(bad)} not loaded), backends: {len(reg.specs)}")
     for p in reg.plugins:
