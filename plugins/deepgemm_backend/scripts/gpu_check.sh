@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # One GPU session for the DeepGEMM plugin: build DeepGEMM (unless it imports), install the project,
-# run the GPU tests, then the benchmark. Logs go to $OUT (default ./gpu-out). Run from the repo root:
+# run the GPU tests, then the benchmark. Logs go to ./gpu-out, re-packed into $OUT/logs.tgz after
+# every step when $OUT is set (the device tool returns at most 8 files). Run from the repo root:
 #   plugins/deepgemm_backend/scripts/gpu_check.sh .deepgemm/DeepGEMM
 # Each step has its own time limit so that a slow JIT compile cannot swallow the logs of the others.
 set -u
 src=${1:?usage: gpu_check.sh DEEPGEMM_SOURCE_DIR}
-out=${OUT:-gpu-out}
+out=gpu-out
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 export DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-$PWD/.dgcache}  # kept between calls on a warm machine
 step() { local limit=$1 name=$2; shift 2; echo "== $name (limit ${limit}s)"; local t0=$SECONDS
-         timeout "$limit" "$@" > "$out/$name.log" 2>&1; echo "   rc=$? in $((SECONDS - t0))s"; tail -n 4 "$out/$name.log"; }
+         timeout "$limit" "$@" > "$out/$name.log" 2>&1; echo "   rc=$? in $((SECONDS - t0))s"; tail -n 4 "$out/$name.log"
+         if [[ -n ${OUT:-} ]]; then tar czf "$OUT/logs.tgz" -C "$out" .; fi; }
 
 python3 -c "import deep_gemm" 2>/dev/null || step 240 build plugins/deepgemm_backend/build_deepgemm.sh "$src"
 step 120 install python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton_backend -e plugins/deepgemm_backend
@@ -18,9 +20,11 @@ step 120 install python3 -m pip install -q --no-deps --no-build-isolation -e . -
   python3 -c "import sys, torch, triton, deep_gemm; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'deep_gemm', deep_gemm.__version__)"
   nvcc --version | tail -1; } > "$out/env.txt" 2>&1; cat "$out/env.txt"
 step 30 doctor moe-core doctor
-step ${TEST_LIMIT:-200} gpu_tests python3 -m pytest -v -s -rA plugins/deepgemm_backend/tests/test_deepgemm_gpu.py
-step ${BENCH_LIMIT:-170} bench_standard moe-core bench --preset deepseek-v3,qwen3-30b-a3b --scheme fp8-block --backends deepgemm,triton \
-    --tokens 1,64,4096,16384 --peers '' --json "$out/bench_standard.json" --write-ranking "$out/ranking_standard.json"
-step ${BATCHED_LIMIT:-60} bench_batched moe-core bench --preset deepseek-v3 --scheme fp8-block --batched --backends batched_deepgemm,triton_batched \
+step ${TEST_LIMIT:-140} gpu_tests python3 -m pytest -v -s -rA plugins/deepgemm_backend/tests/test_deepgemm_gpu.py
+for preset in deepseek-v3 qwen3-30b-a3b; do
+    step ${BENCH_LIMIT:-110} "bench_$preset" moe-core bench --preset $preset --scheme fp8-block --backends deepgemm,triton \
+        --tokens 1,64,4096,16384 --peers '' --json "$out/bench_$preset.json" --write-ranking "$out/ranking_$preset.json"
+done
+step ${BATCHED_LIMIT:-45} bench_batched moe-core bench --preset deepseek-v3 --scheme fp8-block --batched --backends batched_deepgemm,triton_batched \
     --tokens 1,64 --peers '' --json "$out/bench_batched.json"
-cat "$out/bench_standard.log" "$out/bench_batched.log" | grep -v '^\s*$' | tail -n 40
+cat "$out"/bench_*.log | grep -v '^\s*$' | tail -n 40
