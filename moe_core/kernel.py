@@ -10,6 +10,7 @@ A kernel is built for one (config, weight key, activation key). The engine calls
 from __future__ import annotations
 
 import abc
+import functools
 import os
 from dataclasses import replace
 
@@ -26,8 +27,17 @@ from moe_core.weights import ExpertWeights
 
 
 def full_checks_enabled() -> bool:
-    """MOE_CORE_FULL_CHECKS=1 turns on costly input checks (NaN/inf scans, id ranges on GPU)."""
-    return env_vars.EnvSettings.from_environ(os.environ).full_checks
+    """MOE_CORE_FULL_CHECKS=1 turns on costly input checks (NaN/inf scans, id ranges on GPU).
+
+    Read on every call (one environment lookup; the parse is cached per value), so tests and
+    engines may flip it at run time.
+    """
+    return _parse_full_checks(os.environ.get(env_vars.FULL_CHECKS))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_full_checks(value: str | None) -> bool:
+    return value is not None and env_vars.parse_bool(env_vars.FULL_CHECKS, value)
 
 
 class MoEKernel(abc.ABC):

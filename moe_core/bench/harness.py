@@ -16,7 +16,7 @@ import torch
 
 from moe_core.bench.peers import GROUPED_MM, GroupedMMPipeline, grouped_mm_available
 from moe_core.bench.roofline import Ceilings, measure_ceilings, work
-from moe_core.bench.timing import Timer
+from moe_core.bench.timing import Timer, host_time
 from moe_core.config import MoEConfig
 from moe_core.platform import Platform
 from moe_core.presets import random_inputs, random_layer
@@ -53,6 +53,7 @@ class Row:
     detail: str = ""
     time_s: float | None = None
     eager_time_s: float | None = None
+    host_time_s: float | None = None  # CUDA: time until one eager call returns with the GPU idle before it
     mode: str = ""  # "graph" (CUDA-graph replay) or "eager"
     rel_err: float | None = None
     bytes: float | None = None
@@ -165,6 +166,8 @@ def run(
             cycle = itertools.cycle(sets)
             row.eager_time_s = row.time_s = timer.time(lambda: fn(*next(cycle)))
             row.mode = "eager"
+            if device.type == "cuda":
+                row.host_time_s = host_time(lambda: fn(*next(cycle)))
             if use_graphs and graph_safe:
                 try:
                     replays = itertools.cycle(_capture(fn, sets))
@@ -221,18 +224,20 @@ def format_table(results: Sequence[BenchResult]) -> str:
     c = first.ceilings
     matmul = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in c.matmul_flops_per_s.items())
     lines = [f"device: {first.device} | timing: {first.timing} | ceilings: copy {c.copy_bytes_per_s / 1e12:.2f} TB/s, {matmul}"]
-    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "TB/s", "TFLOP/s", "%copy", "%matmul", "rel err / detail")
+    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "host", "TB/s", "TFLOP/s", "%copy", "%matmul", "rel err / detail")
     table = [header]
     for res in results:
         for r in res.rows:
             t = f"{r.time_s * 1e6:.1f} us" if r.time_s is not None else "-"
             eager = f"{r.eager_time_s * 1e6:.1f} us" if r.eager_time_s is not None else "-"
+            host = f"{r.host_time_s * 1e6:.1f} us" if r.host_time_s is not None else "-"
             fmt = (lambda v, p=".2f": "-" if v is None else format(v, p))
             detail = f"{r.rel_err:.2e}" if r.status == "ok" and r.rel_err is not None else r.detail
-            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status, t, r.mode or "-", eager,
+            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status, t, r.mode or "-", eager, host,
                           fmt(r.tbps), fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         lines.append("  ".join(row[i].ljust(widths[i]) for i in range(len(widths))) + "  " + row[-1])
-    lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager")
+    lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager; "
+                 "host: time until one eager call returns, GPU idle before it")
     return "\n".join(lines)

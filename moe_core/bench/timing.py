@@ -66,3 +66,19 @@ def _cuda_time(fn, warmup_ms: float, rep_ms: float) -> float:
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3)
     return statistics.median(samples)
+
+
+def host_time(fn: Callable[[], object], repeats: int = 20) -> float:
+    """Host time of one call on CUDA: the device is idle before each call and the time until ``fn``
+    returns is measured (launch overhead, Python work, allocations; no GPU work), median in seconds."""
+    import torch
+
+    fn()
+    samples = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(samples)

@@ -79,6 +79,7 @@ class TritonKernel(MoEKernel):
         # A per-tensor dynamic scale of the intermediate is an amax over every row, so rows of
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
+        self._config_cache: dict[tuple, tuple[configs.LaunchConfig, configs.LaunchConfig]] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32."""
@@ -117,8 +118,7 @@ class TritonKernel(MoEKernel):
         i, h = cfg.intermediate_size, cfg.hidden_size
         device = x.device
 
-        c1 = self._config(x.device, rows, i, h, gemm=1, tokens=tokens)
-        c2 = self._config(x.device, rows, h, i, gemm=2, tokens=tokens)
+        c1, c2 = self._launch_configs(device, rows, tokens)
         tables: dict[int, BlockTable] = {}
         for block_m in (c1.BLOCK_M, c2.BLOCK_M):
             if block_m not in tables:  # invalid routing is counted by the first table only
@@ -142,6 +142,17 @@ class TritonKernel(MoEKernel):
         if not self.count_routing_errors:
             return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
         return topk_sum(out_rows, routing.topk_ids, cfg.num_experts, cfg.local_num_experts, expert_map)
+
+    def _launch_configs(self, device: torch.device, rows: int, tokens: int) -> tuple[configs.LaunchConfig, configs.LaunchConfig]:
+        """GEMM1 and GEMM2 launch configs, looked up once per (device, rows, tokens) and then cached."""
+        key = (device, rows, tokens)
+        found = self._config_cache.get(key)
+        if found is None:
+            if len(self._config_cache) >= 4096:  # token counts are bounded in practice; stay bounded anyway
+                self._config_cache.clear()
+            i, h = self.config.intermediate_size, self.config.hidden_size
+            found = self._config_cache[key] = (self._config(device, rows, i, h, gemm=1, tokens=tokens), self._config(device, rows, h, i, gemm=2, tokens=tokens))
+        return found
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized = self.weight_key is not None
