@@ -32,7 +32,7 @@ from moe_core_triton.quantize import ROUND_IN_FP32, _round_to_e4m3_grid
 #: Activation quantization groups (1x128) — also the K block of DeepGEMM's fp8 kernels.
 GROUP = 128
 FP8_MAX = 448.0
-_INT64_MAX = 9223372036854775807
+_INT64_MAX = tl.constexpr(9223372036854775807)
 
 
 # ---------------------------------------------------------------------------------------- kernels

@@ -26,7 +26,7 @@ from moe_core.kernel import MoEKernel
 from moe_core.routing import BatchedRouting
 from moe_core.weights import ExpertWeights
 from moe_core_deepgemm import glue
-from moe_core_deepgemm.layout import weight_scales_for_sm90
+from moe_core_deepgemm.layout import empty_mn_major_scales, weight_scales_for_sm90
 from moe_core_triton.quantize import quantize_activations
 
 
@@ -98,7 +98,8 @@ class DeepGemmKernel(MoEKernel):
         quantized = self.weight_key is not None
         if quantized:
             q, s = quantize_activations(x.reshape(experts * max_tokens, hidden), self.activation_key)
-            a, a_scales = q.view(experts, max_tokens, hidden), s.view(experts, max_tokens, -1)  # DeepGEMM makes these MN-major
+            a = q.view(experts, max_tokens, hidden)
+            a_scales = empty_mn_major_scales(max_tokens, s.shape[1], x.device, batch=experts).copy_(s.view(experts, max_tokens, -1))
         else:
             a, a_scales = x, None
         h = torch.empty((experts, max_tokens, 2 * cfg.intermediate_size), dtype=cfg.dtype, device=x.device)
