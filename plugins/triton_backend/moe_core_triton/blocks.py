@@ -7,8 +7,10 @@ Both activation formats become the same table, so one GEMM kernel serves both:
 * ``block_expert`` [EM / BLOCK_M] int32: the local expert of each block;
 * ``num_padded`` [1] int32: rows in use; blocks at or past it exit at once.
 
-Built with a handful of device ops and no host synchronisation; ``EM`` is a static upper bound so
-the launch grid never depends on routing.
+Built by Triton kernels with no host synchronisation — one program for small tables, two parallel
+launches for any size — so the layer is CUDA-graph capturable; ``EM`` is a static upper bound so
+the launch grid never depends on routing. Invalid pairs (see :func:`local_experts`) are dropped
+and counted, never used as an index.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import triton.language as tl
 from moe_core.routing_guard import RoutingErrorCounter
 
 #: Up to this many (token, slot) pairs the table is built by one Triton program (one launch);
-#: beyond it by a few parallel device ops, whose launch cost no longer matters.
+#: beyond it by the two-launch parallel table.
 SMALL_TABLE_PAIRS = 4096
 
 
@@ -160,53 +162,85 @@ def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) 
 
 
 @triton.jit
-def _classify_kernel(ids_ptr, map_ptr, err_ptr, local_ptr, pairs, num_experts, num_local,
-                     HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK: tl.constexpr):
-    """Each pair's local expert (-1: remote or invalid); invalid pairs counted per program with one atomic each."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+def _rank_kernel(ids_ptr, map_ptr, err_ptr, counts_ptr, local_ptr, rank_ptr, sorted_ids_ptr,
+                 pairs, capacity, fill_per_program, num_experts, num_local,
+                 HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK: tl.constexpr):
+    """Pass 1 of the parallel table: each pair's local expert and its rank among that expert's pairs
+    (an atomic on the expert's count); invalid pairs counted; ``sorted_ids`` filled with the sentinel."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
     ok = offs < pairs
     e, bad, offending = local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP)
+    valid = e >= 0
+    rank = tl.atomic_add(counts_ptr + e, tl.full([BLOCK], 1, tl.int32), mask=valid, sem="relaxed")
     tl.store(local_ptr + offs, e, mask=ok)
+    tl.store(rank_ptr + offs, rank, mask=ok & valid)
     if GUARD:
         record_invalid(err_ptr, tl.sum(bad.to(tl.int64), axis=0),
                        tl.min(tl.where(bad, offending, 9223372036854775807), axis=0),
                        tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
+    first = pid * fill_per_program
+    for start in range(first, first + fill_per_program, BLOCK):
+        lane = start + tl.arange(0, BLOCK)
+        tl.store(sorted_ids_ptr + lane, pairs, mask=(lane < capacity) & (lane < first + fill_per_program))
 
 
-def _local_experts(topk_ids, num_experts, num_local, expert_map, errors) -> torch.Tensor:
-    """[pairs] int64 local expert of each pair, -1 for remote and invalid pairs (one launch)."""
-    ids = topk_ids.reshape(-1)
-    local = torch.empty(ids.numel(), dtype=torch.int32, device=ids.device)
-    if ids.numel():
-        _classify_kernel[(triton.cdiv(ids.numel(), 1024),)](
-            ids, expert_map if expert_map is not None else ids, errors.buffer(ids.device) if errors is not None else ids, local,
-            ids.numel(), num_experts, num_local, HAS_MAP=expert_map is not None, GUARD=errors is not None, BLOCK=1024,
-        )
-    return local.long()
+@triton.jit
+def _place_kernel(counts_ptr, local_ptr, rank_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
+                  pairs, num_local, num_blocks, blocks_per_program,
+                  BLOCK_M: tl.constexpr, E_P2: tl.constexpr, BLOCK: tl.constexpr):
+    """Pass 2: every program derives the padded expert offsets from the counts, places its pairs at
+    offset + rank, and writes its share of ``block_expert``; program 0 writes ``num_padded``."""
+    pid = tl.program_id(0)
+    experts = tl.arange(0, E_P2)
+    counts = tl.load(counts_ptr + experts, mask=experts < num_local, other=0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, axis=0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    e = tl.load(local_ptr + offs, mask=offs < pairs, other=-1)
+    valid = e >= 0
+    start = tl.sum(tl.where(experts[None, :] < e[:, None], padded[None, :], 0), axis=1)
+    rank = tl.load(rank_ptr + offs, mask=valid, other=0)
+    tl.store(sorted_ids_ptr + start + rank, offs, mask=valid)
+    first = pid * blocks_per_program
+    for chunk in range(first, first + blocks_per_program, BLOCK):
+        blocks = chunk + tl.arange(0, BLOCK)
+        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=(blocks < num_blocks) & (blocks < first + blocks_per_program))
+    if pid == 0:
+        tl.store(num_padded_ptr, tl.sum(padded, axis=0))
 
 
 def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
+    """Any number of pairs in two parallel launches (plus zeroing the counts); within an expert,
+    pairs land in atomic order, which changes no output value (each row is computed on its own)."""
     device = topk_ids.device
-    local = _local_experts(topk_ids, num_experts, num_local, expert_map, errors)
-    pairs = local.numel()
-    key = torch.where(local >= 0, local, num_local)  # remote and invalid pairs go to a dropped bucket
-    counts = torch.zeros(num_local + 1, dtype=torch.long, device=device).scatter_add_(0, key, torch.ones_like(key))
-    padded = (counts[:num_local] + block_m - 1) // block_m * block_m
-    ends = torch.cumsum(padded, 0)
-    starts = ends - padded
-    order = torch.argsort(key, stable=True)
-    sorted_key = key[order]
-    first = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(pairs, device=device) - first[sorted_key]
+    ids = topk_ids.reshape(-1)
+    pairs = ids.numel()
     capacity = _capacity(pairs, num_local, block_m)
-    starts_ext = torch.cat([starts, starts.new_full((1,), capacity)])
-    dest = torch.where(sorted_key < num_local, starts_ext[sorted_key] + rank, capacity)
-    sorted_ids = torch.full((capacity + 1,), pairs, dtype=torch.int32, device=device)
-    sorted_ids.scatter_(0, dest, order.to(torch.int32))
-    block_start = torch.arange(0, capacity, block_m, device=device)
-    block_expert = torch.searchsorted(ends, block_start, right=True).clamp(max=num_local - 1).to(torch.int32)
-    num_padded = ends[-1:].to(torch.int32) if num_local else torch.zeros(1, dtype=torch.int32, device=device)
-    return BlockTable(sorted_ids[:capacity], block_expert, num_padded, pairs, block_m)
+    sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
+    block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
+    num_padded = torch.zeros(1, dtype=torch.int32, device=device)
+    if pairs == 0:
+        sorted_ids.fill_(0)
+        block_expert.fill_(0)
+        return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
+    counts = torch.zeros(num_local, dtype=torch.int32, device=device)
+    local = torch.empty(pairs, dtype=torch.int32, device=device)
+    rank = torch.empty(pairs, dtype=torch.int32, device=device)
+    e_p2 = triton.next_power_of_2(num_local)
+    block = max(16, min(1024, 16384 // e_p2))
+    programs = triton.cdiv(pairs, block)
+    _rank_kernel[(programs,)](
+        ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
+        counts, local, rank, sorted_ids, pairs, capacity, triton.cdiv(capacity, programs), num_experts, num_local,
+        HAS_MAP=expert_map is not None, GUARD=errors is not None, BLOCK=block,
+    )
+    _place_kernel[(programs,)](
+        counts, local, rank, sorted_ids, block_expert, num_padded, pairs, num_local, block_expert.numel(),
+        triton.cdiv(block_expert.numel(), programs), BLOCK_M=block_m, E_P2=e_p2, BLOCK=block,
+    )
+    return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
 
 
 def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int, errors: RoutingErrorCounter | None = None) -> BlockTable:
