@@ -10,8 +10,8 @@
 #
 # Compiler: the extension must be built by the GCC that built Python and torch's libstdc++. A
 # different g++ first on PATH builds an extension that segfaults at its first GEMM (seen on the
-# H100 image, 2026-11-22), so /usr/bin/g++ and /usr/bin/gcc are used when they exist; set CXX/CC
-# to override. CUDA_HOME (or nvcc on PATH) must point at a CUDA 12.3+ toolkit: DeepGEMM compiles its
+# H100 image, 2026-11-22, whose environment sets CXX=/opt/gcc/bin/g++), so /usr/bin/g++ and
+# /usr/bin/gcc are used when they exist, whatever CXX/CC say; set DEEPGEMM_CXX/DEEPGEMM_CC to override. CUDA_HOME (or nvcc on PATH) must point at a CUDA 12.3+ toolkit: DeepGEMM compiles its
 # kernels with nvcc at run time, too.
 set -euo pipefail
 
@@ -23,8 +23,9 @@ python=${PYTHON:-python3}
 for f in deep_gemm/__init__.py csrc/python_api.cpp third-party/cutlass/include/cute third-party/fmt/include/fmt; do
     [[ -e $src/$f ]] || { echo "error: $src/$f is missing: point at a DeepGEMM tree with its submodules" >&2; exit 2; }
 done
-[[ -x /usr/bin/g++ ]] && export CXX=${CXX:-/usr/bin/g++}
-[[ -x /usr/bin/gcc ]] && export CC=${CC:-/usr/bin/gcc}
+[[ -x /usr/bin/g++ ]] && export CXX=/usr/bin/g++
+[[ -x /usr/bin/gcc ]] && export CC=/usr/bin/gcc
+export CXX=${DEEPGEMM_CXX:-${CXX:-g++}} CC=${DEEPGEMM_CC:-${CC:-gcc}}
 export DG_USE_LOCAL_VERSION=0  # no "+<git hash>" suffix: the copy is not a git checkout
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
 
