@@ -11,7 +11,8 @@
 # Compiler: the extension must be built by the GCC that built Python and torch's libstdc++. A
 # different g++ first on PATH builds an extension that segfaults at its first GEMM (seen on the
 # H100 image, 2026-11-22, whose environment sets CXX=/opt/gcc/bin/g++), so /usr/bin/g++ and
-# /usr/bin/gcc are used when they exist, whatever CXX/CC say; set DEEPGEMM_CXX/DEEPGEMM_CC to override. CUDA_HOME (or nvcc on PATH) must point at a CUDA 12.3+ toolkit: DeepGEMM compiles its
+# /usr/bin/gcc are used when they exist, whatever CXX/CC say; set DEEPGEMM_CXX/DEEPGEMM_CC to override.
+# CUDA_HOME (or nvcc on PATH) must point at a CUDA 12.3+ toolkit: DeepGEMM compiles its
 # kernels with nvcc at run time, too.
 set -euo pipefail
 
