@@ -6,8 +6,9 @@ into DeepGEMM's expert-contiguous layout (:mod:`moe_core_deepgemm.glue`) ->
 quantization -> ``m_grouped_fp8_gemm_nt_contiguous`` -> weighted un-permute. Unquantized bf16 layers
 use ``m_grouped_bf16_gemm_nt_contiguous`` and skip both quantizations.
 
-BATCHED_EXPERTS: the same with ``m_grouped_*_gemm_nt_masked`` on ``[E, max_tokens, H]``, which reads
-the per-expert counts on the device; rows past each count are zeroed in the output.
+BATCHED_EXPERTS: the same with ``m_grouped_*_gemm_nt_masked`` on ``[E, max_tokens, H]`` (padded to a
+multiple of 128 rows per expert when it is not one), which reads the per-expert counts on the device;
+rows past each count are zeroed in the output.
 
 Neither path synchronises with the host: the contiguous layout has a static row bound
 (:func:`~moe_core_deepgemm.layout.contiguous_capacity`) and padding rows carry M index -1, which
@@ -26,7 +27,7 @@ from moe_core.kernel import MoEKernel
 from moe_core.routing import BatchedRouting
 from moe_core.weights import ExpertWeights
 from moe_core_deepgemm import glue
-from moe_core_deepgemm.layout import empty_mn_major_scales, weight_scales_for_sm90
+from moe_core_deepgemm.layout import MASKED_M_MULTIPLE, empty_mn_major_scales, round_up, weight_scales_for_sm90
 from moe_core_triton.quantize import quantize_activations
 
 
@@ -94,21 +95,26 @@ class DeepGemmKernel(MoEKernel):
         experts, max_tokens, hidden = x.shape
         if max_tokens == 0:
             return torch.zeros_like(x)
+        rows = round_up(max_tokens, MASKED_M_MULTIPLE)  # padded per-expert rows (see MASKED_M_MULTIPLE)
         counts = routing.expert_num_tokens.to(device=x.device, dtype=torch.int32).contiguous()  # clamped by apply()
         quantized = self.weight_key is not None
+        a = x.new_empty((experts, rows, hidden), dtype=torch.float8_e4m3fn if quantized else x.dtype)
+        a_scales = None
         if quantized:
             q, s = quantize_activations(x.reshape(experts * max_tokens, hidden), self.activation_key)
-            a = q.view(experts, max_tokens, hidden)
-            a_scales = empty_mn_major_scales(max_tokens, s.shape[1], x.device, batch=experts).copy_(s.view(experts, max_tokens, -1))
+            a[:, :max_tokens] = q.view(experts, max_tokens, hidden)
+            a_scales = empty_mn_major_scales(rows, s.shape[1], x.device, batch=experts)
+            a_scales[:, :max_tokens] = s.view(experts, max_tokens, -1)
         else:
-            a, a_scales = x, None
-        h = torch.empty((experts, max_tokens, 2 * cfg.intermediate_size), dtype=cfg.dtype, device=x.device)
+            a[:, :max_tokens] = x
+        h = torch.empty((experts, rows, 2 * cfg.intermediate_size), dtype=cfg.dtype, device=x.device)
         self._masked_gemm(dg, a, a_scales, weights.w13, weights.w13_scale, h, counts, max_tokens)
         inter, inter_scales = glue.gated_activation(h, cfg.activation, cfg.swiglu_limit, quantized, counts=counts)
-        y = torch.empty((experts, max_tokens, hidden), dtype=cfg.dtype, device=x.device)
+        y = torch.empty((experts, rows, hidden), dtype=cfg.dtype, device=x.device)
         self._masked_gemm(dg, inter, inter_scales, weights.w2, weights.w2_scale, y, counts, max_tokens)
-        past_count = torch.arange(max_tokens, device=x.device).unsqueeze(0) >= counts.unsqueeze(1)
-        return y.masked_fill_(past_count.unsqueeze(2), 0)
+        past_count = torch.arange(rows, device=x.device).unsqueeze(0) >= counts.unsqueeze(1)
+        y.masked_fill_(past_count.unsqueeze(2), 0)
+        return y if rows == max_tokens else y[:, :max_tokens].contiguous()
 
     # ------------------------------------------------------------------ DeepGEMM calls
     @staticmethod

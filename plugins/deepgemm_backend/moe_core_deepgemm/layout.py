@@ -21,6 +21,11 @@ from __future__ import annotations
 
 import torch
 
+#: The masked GEMM's per-expert rows must be a multiple of this: DeepGEMM 2.6 tiles M in blocks of
+#: 64 or 128 rows over the [E * M, K] view of [E, M, K], so with a ragged M the last block of one
+#: expert reads, and writes, the first rows of the next (seen on the H100: wrong batched results).
+MASKED_M_MULTIPLE = 128
+
 #: fp32 scale rows are padded so that each K-group column starts on a 16-byte boundary (TMA).
 TMA_ALIGNMENT_BYTES = 16
 

@@ -36,6 +36,9 @@ def _contiguous(a, b, d, m_indices):
 
 
 def _masked(a, b, d, masked_m):
+    # DeepGEMM 2.6 tiles M over the [G * M, K] view in blocks of up to 128 rows: a ragged M lets one
+    # group's last block overwrite the next group's first rows. The plugin must pad; insist on it.
+    assert a.shape[1] % 128 == 0, f"masked GEMM rows per group must be a multiple of 128, got {a.shape[1]}"
     for e, count in enumerate(masked_m.tolist()):
         d[e, :count] = (a[e, :count] @ b[e].T).to(d.dtype)
 
