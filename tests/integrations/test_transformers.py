@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import copy
 import gc
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
-from transformers.integrations.finegrained_fp8 import ALL_FP8_EXPERTS_FUNCTIONS, FP8Experts, Fp8Dequantize, Fp8Quantize  # noqa: E402
 from transformers.integrations.moe import use_experts_implementation  # noqa: E402
-from transformers.utils.quantization_config import FineGrainedFP8Config  # noqa: E402
 
 from moe_core import quant  # noqa: E402
 from moe_core.integrations import custom_op  # noqa: E402
 from moe_core.integrations import transformers as moe_core_hf  # noqa: E402
-from moe_core.integrations.transformers.models import ARCHITECTURES, experts_modules, random_model  # noqa: E402
+from moe_core.integrations.transformers.models import ARCHITECTURES, experts_modules, fine_grained_fp8, random_model  # noqa: E402
 from moe_core.numerics import relative_error, tolerance  # noqa: E402
 
 
@@ -187,30 +187,19 @@ def test_unsupported_activation_is_named():
         logits(model, "moe_core", TOKENS)
 
 
-def _fp8_model(scale_fmt: str):
-    """A Qwen3-MoE whose experts are transformers' fine-grained fp8 experts, quantized by transformers,
-    and the same model with those weights dequantized (by transformers) as the oracle."""
-    model = random_model("qwen3_moe", hidden_size=128, moe_intermediate_size=128, head_dim=32, num_hidden_layers=1)
-    oracle = copy.deepcopy(model)
-    quantizer = type("Quantizer", (), {"quantization_config": FineGrainedFP8Config(scale_fmt=scale_fmt)})()
-    fp8_class = use_experts_implementation(experts_class=FP8Experts, experts_interface=ALL_FP8_EXPERTS_FUNCTIONS)
-    for (name, experts), plain in zip([(n, m) for n, m in model.named_modules() if n.endswith(".experts")], experts_modules(oracle)):
-        fp8 = fp8_class(model.config, block_size=(128, 128), scale_fmt=scale_fmt)
-        for proj in ("gate_up_proj", "down_proj"):
-            packed = Fp8Quantize(quantizer).convert({proj: getattr(experts, proj).detach()})
-            for key, value in packed.items():
-                setattr(fp8, key, torch.nn.Parameter(value, requires_grad=False))
-            restored = Fp8Dequantize(quantizer).convert({proj: [packed[proj]], f"{proj}_scale_inv": [packed[f"{proj}_scale_inv"]]})
-            with torch.no_grad():
-                getattr(plain, proj).copy_(restored[proj][0].float())
-        model.set_submodule(name, fp8)
-    return model, oracle
-
-
 @pytest.mark.parametrize("scale_fmt", ["float", "ue8m0"])
 def test_fine_grained_fp8_experts_run_as_fp8_block(scale_fmt):
-    model, oracle = _fp8_model(scale_fmt)
+    model = random_model("qwen3_moe", hidden_size=128, moe_intermediate_size=128, head_dim=32, num_hidden_layers=1)
+    oracle = fine_grained_fp8(model, scale_fmt)
     want = logits(oracle, "eager", TOKENS)
     assert relative_error(logits(model, "moe_core", TOKENS), want) < tolerance(quant.kFp8Dynamic128Sym, torch.float32)
     layer = moe_core_hf.prepared_layer(experts_modules(model)[0])
     assert (layer.selection.query.weight_key, layer.selection.query.activation_key) == quant.scheme("fp8-block").keys
+
+
+def test_example_generates_the_same_tokens_with_every_implementation():
+    spec = importlib.util.spec_from_file_location("transformers_generate", Path(__file__).parents[2] / "examples" / "transformers_generate.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    results = example.main(["--arch", "olmoe", "--new-tokens", "3"])
+    assert len({tuple(tokens) for tokens in results.values()}) == 1 and len(results) == 4
