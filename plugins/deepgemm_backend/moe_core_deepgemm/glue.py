@@ -27,7 +27,8 @@ import triton.language as tl
 from moe_core.config import Activation
 from moe_core.routing_guard import RoutingErrorCounter
 from moe_core_deepgemm.layout import contiguous_capacity, empty_mn_major_scales, tma_aligned_rows
-from moe_core_triton.quantize import ROUND_IN_FP32, _round_to_e4m3_grid
+from moe_core_triton.gemm import gated
+from moe_core_triton.quantize import ROUND_IN_FP32, round_to_e4m3_grid
 
 #: Activation quantization groups (1x128) — also the K block of DeepGEMM's fp8 kernels.
 GROUP = 128
@@ -116,19 +117,6 @@ def _permute_kernel(
 
 
 @triton.jit
-def _gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
-    """act(gate) * up in float32, with the SwiGLU clamp (gate <= limit, |up| <= limit) first."""
-    if CLAMP:
-        gate = tl.minimum(gate, limit)
-        up = tl.minimum(tl.maximum(up, -limit), limit)
-    if ACT == 0:
-        act = gate * tl.sigmoid(gate)
-    else:
-        act = 0.5 * gate * (1.0 + tl.erf(gate * 0.7071067811865476))
-    return act * up
-
-
-@triton.jit
 def _act_quant_kernel(
     h_ptr, q_ptr, s_ptr, valid_ptr, inter, stride_h, stride_q, s_ld, s_batch, rows_per_batch, limit,
     ACT: tl.constexpr, CLAMP: tl.constexpr, QUANT: tl.constexpr, MASKED: tl.constexpr, ROUND_FP8: tl.constexpr,
@@ -154,12 +142,12 @@ def _act_quant_kernel(
         ok = (offs < inter) & used_c
         gate = tl.load(h_ptr + row * stride_h + offs, mask=ok, other=0.0).to(tl.float32)
         up = tl.load(h_ptr + row * stride_h + inter + offs, mask=ok, other=0.0).to(tl.float32)
-        y = _gated(gate, up, limit, ACT, CLAMP)
+        y = gated(gate, up, limit, ACT, CLAMP)
         if QUANT:
             scale = tl.maximum(tl.max(tl.abs(y), axis=0), 1e-12) / 448.0
             y = tl.minimum(tl.maximum(y / scale, -448.0), 448.0)
             if ROUND_FP8:
-                y = _round_to_e4m3_grid(y)
+                y = round_to_e4m3_grid(y)
             tl.store(s_ptr + batch * s_batch + (g0 // GROUP) * s_ld + m, scale, mask=used)
         tl.store(q_ptr + row * stride_q + offs, y.to(q_ptr.dtype.element_ty), mask=ok)
 

@@ -24,7 +24,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
+def gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
+    """act(gate) * up in float32 (ACT 0: SiLU, 1: GELU), with the SwiGLU clamp (gate <= limit, |up| <= limit) first."""
     if CLAMP:
         gate = tl.minimum(gate, limit)
         up = tl.minimum(tl.maximum(up, -limit), limit)
@@ -119,7 +120,7 @@ def moe_gemm_kernel(
             else:
                 out_up = out_up * a_s * b_s
     if GATED:
-        out = _gated(out, out_up, limit, ACT, CLAMP)
+        out = gated(out, out_up, limit, ACT, CLAMP)
     if MUL_ROUTED_WEIGHT:
         w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
         out = out * w[:, None]

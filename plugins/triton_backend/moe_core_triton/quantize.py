@@ -25,7 +25,7 @@ ROUND_IN_FP32 = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def _round_to_e4m3_grid(y):
+def round_to_e4m3_grid(y):
     """Round to the nearest e4m3 value (ties to even) in float32: 3 mantissa bits, subnormals below 2^-6."""
     mag = tl.abs(y)
     exponent = tl.maximum(tl.floor(tl.log2(tl.maximum(mag, 1e-30))), -6.0)
@@ -63,7 +63,7 @@ def _quant_rows_kernel(
     else:
         y = tl.minimum(tl.maximum(y, -qmax), qmax)
         if ROUND_FP8:
-            y = _round_to_e4m3_grid(y)
+            y = round_to_e4m3_grid(y)
     tl.store(q_ptr + row * stride_qm + offs, y.to(q_ptr.dtype.element_ty), mask=ok)
 
 
