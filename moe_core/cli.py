@@ -96,7 +96,7 @@ def cmd_explain(args) -> int:
     from moe_core.resolver import select
 
     sch = scheme(args.scheme)
-    selection = select(_config(args), sch.weight_key, sch.activation_key, platform=_platform(args))
+    selection = select(_config(args), sch.weight_key, sch.activation_key, platform=_platform(args), num_tokens=args.tokens)
     print(json.dumps(selection.to_dict(), indent=2) if args.json else selection.explain())
     return 0
 
@@ -222,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="which backend would run a layer, and why")
     _layer_args(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tokens", type=int, help="token count, so a measured ranking (MOE_CORE_RANKING_FILE) can decide")
     p.set_defaults(func=cmd_explain)
     p = sub.add_parser("doctor", help="platform, optional packages, plugin load errors")
     p.set_defaults(func=cmd_doctor)

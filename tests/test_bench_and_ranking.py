@@ -175,3 +175,15 @@ def test_cli_bench_on_cpu_writes_json_csv_and_ranking(tmp_path, capsys):
     assert doc["cases"][0]["rows"] and doc["environment"]["torch"] == torch.__version__
     assert csv.read_text().startswith("scheme,")
     Ranking.load(rank)
+
+
+def test_cli_bench_runs_batched_backends_on_dispatched_inputs(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    code = main(["bench", "--preset", "tiny", "--dtype", "float32", "--batched", "--tokens", "1,5", "--quiet", "--input-sets", "2",
+                 "--backends", "reference", "--peers", "torch_grouped_mm", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())["cases"][0]["rows"]
+    ref = [r for r in rows if r["backend"] == "reference"]
+    assert [r["status"] for r in ref] == ["ok", "ok"] and all(r["rel_err"] == 0 for r in ref)
+    peer = [r for r in rows if r["backend"] == "torch_grouped_mm"]
+    assert peer and all(r["status"] == "unsupported" and "standard activation format only" in r["detail"] for r in peer)

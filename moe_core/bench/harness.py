@@ -17,7 +17,8 @@ import torch
 from moe_core.bench.peers import GROUPED_MM, GroupedMMPipeline, grouped_mm_available
 from moe_core.bench.roofline import Ceilings, measure_ceilings, work
 from moe_core.bench.timing import Timer, host_time
-from moe_core.config import MoEConfig
+from moe_core.batched import dispatch
+from moe_core.config import ActivationFormat, MoEConfig
 from moe_core.platform import Platform
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import QuantDtype, QuantScheme
@@ -137,8 +138,10 @@ def run(
     step = itertools.count(1)
     for tokens in req.tokens:
         sets = [random_inputs(cfg, tokens, device=device, seed=req.seed + 1000 * tokens + i) for i in range(req.input_sets)]
-        want = oracle.apply(sets[0][0], oracle_weights, sets[0][1])
         w = work(cfg, sch.weight_key, sets[0][1])
+        if cfg.activation_format is ActivationFormat.BATCHED_EXPERTS:  # what an expert-parallel dispatch would hand over
+            sets = [dispatch(x, routing, cfg.local_num_experts)[:2] for x, routing in sets]
+        want = oracle.apply(sets[0][0], oracle_weights, sets[0][1])
         tol = tolerance(sch.activation_key, cfg.dtype)
         for name, (kind, fn, why, graph_safe) in runners.items():
             progress(f"[{next(step)}/{total}] {req.label or sch.name} T={tokens} {name}")

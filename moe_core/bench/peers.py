@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from moe_core.config import Activation, MoEConfig
+from moe_core.config import Activation, ActivationFormat, MoEConfig
 from moe_core.reference.compute import gated_activation
 from moe_core.routing import Routing
 from moe_core.weights import ExpertWeights
@@ -16,6 +16,8 @@ def grouped_mm_available(cfg: MoEConfig, weights: ExpertWeights, device: torch.d
     """None if the peer can run this problem, else why not."""
     if not hasattr(torch, "_grouped_mm"):
         return "this torch has no torch._grouped_mm"
+    if cfg.activation_format is not ActivationFormat.STANDARD:
+        return "the grouped_mm peer runs the standard activation format only"
     if weights.weight_key is not None:
         return "the grouped_mm peer runs unquantized (16-bit) weights only"
     if cfg.dtype is not torch.bfloat16:
