@@ -23,9 +23,11 @@ import triton.language as tl
 
 from moe_core.routing_guard import RoutingErrorCounter
 
-#: Up to this many (token, slot) pairs the table is built by one Triton program (one launch);
-#: beyond it by the two-launch parallel table.
-SMALL_TABLE_PAIRS = 4096
+#: Up to this many (token, slot) pairs the table is built by one Triton program (one launch, least
+#: host time); beyond it by the two-launch parallel table, whose GPU time stays 13-23 µs at any size
+#: while the one program's grows (H100: 24-48 µs at 512 pairs, 161-254 µs at 4096;
+#: docs/benchmarks/raw/block_tables_h100.txt).
+SMALL_TABLE_PAIRS = 128
 
 
 @dataclass(frozen=True, eq=False)
