@@ -1,31 +1,40 @@
 #!/usr/bin/env bash
-# Sets up .venv for moe-core on a fresh machine; safe to run again (it only adds what is missing).
-# Used by scripts/main.sh and scripts/test.sh, so both README commands work on a clean clone.
+# Sets up the venv for moe-core on a fresh machine, then runs COMMAND from the venv's bin/ if given:
+#   scripts/bootstrap.sh [COMMAND [ARGS...]]        e.g. scripts/bootstrap.sh moe-core doctor
+# Safe to run again: it only adds what is missing, and reinstalls the projects when a pyproject.toml
+# or requirements-test.txt changes. Used by scripts/main.sh and scripts/test.sh.
+#   MOE_CORE_VENV   the venv's directory (default: .venv in the repository)
+#   PYTHON          the Python the venv starts from (default: python3)
+#   MOE_CORE_TORCH  auto | system | cpu: reuse that Python's torch, or install the CPU wheel
+#                   (decided once, when the venv is created: scripts/prepare_venv.py says how)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
 venv="${MOE_CORE_VENV:-$root/.venv}"
-python="${PYTHON:-python3}"
-if [ ! -x "$venv/bin/python" ]; then
-  "$python" -m venv "$venv"
-fi
+mode="$("${PYTHON:-python3}" "$root/scripts/prepare_venv.py" "$venv")"
 py="$venv/bin/python"
 pip=("$py" -m pip install --quiet --disable-pip-version-check)
-# CPU torch: a bare `torch` requirement would pull a multi-GB CUDA build, so pin the CPU wheel
-# when (and only when) the environment has no torch at all.
-if ! "$py" -c "import torch" >/dev/null 2>&1; then
+if [ "$mode" = system ]; then
+  # torch, pip and setuptools are the starting Python's: build the projects with them, download nothing.
+  pip+=(--no-build-isolation)
+elif ! "$py" -c "import torch" >/dev/null 2>&1; then
+  # CPU torch: a bare `torch` requirement would pull a multi-GB CUDA build, so pin the CPU wheel.
   "${pip[@]}" "torch==2.13.0"
 fi
 shopt -s nullglob
-packages=(plugins/*/pyproject.toml examples/*/pyproject.toml)
+packages=("$root"/plugins/*/pyproject.toml "$root"/examples/*/pyproject.toml)
 stamp="$venv/.moe-core-installed"
-want="$(cat pyproject.toml "${packages[@]}" requirements-test.txt | sha256sum | cut -c1-16)"
+want="$(cat "$root/pyproject.toml" "${packages[@]}" "$root/requirements-test.txt" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  editable=(-e .)
+  # Test requirements first: they bring setuptools>=68, which --no-build-isolation builds with.
+  "${pip[@]}" -r "$root/requirements-test.txt"
+  editable=(-e "$root")
   for project in "${packages[@]}"; do
     editable+=(-e "$(dirname "$project")")
   done
   "${pip[@]}" "${editable[@]}"
-  "${pip[@]}" -r requirements-test.txt
   echo "$want" > "$stamp"
+fi
+if [ $# -gt 0 ]; then
+  # The set-up variables are not moe-core's own: it would warn about MOE_CORE_* names it does not read.
+  exec env -u MOE_CORE_TORCH -u MOE_CORE_VENV "$venv/bin/$1" "${@:2}"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test suite: set up .venv if needed, then run every test of the core, the plugins and the examples.
+# The test suite: set up the venv if needed (scripts/bootstrap.sh), then run every test of the core,
+# the plugins and the examples. On a CUDA GPU the Triton kernels run compiled (bfloat16 included);
+# without one, in the Triton interpreter.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/bootstrap.sh"
 cd "$root"
-exec "$root/.venv/bin/python" -m pytest -q "$@"
+exec bash "$root/scripts/bootstrap.sh" python -m pytest -q "$@"
