@@ -172,7 +172,8 @@ def report(results: dict) -> str:
             for implementation, row in rows.items():
                 note = row.get("backend") or row.get("skipped") or row.get("error", "")
                 moe, fwd = row.get("moe_ms"), row.get("forward_ms")
-                lines.append(f"{t:>6} {implementation:>14} {moe if moe is None else f'{moe:10.3f}':>10} {fwd if fwd is None else f'{fwd:11.3f}':>11}  {note}")
+                moe_text, fwd_text = ("-" if v is None else f"{v:.3f}" for v in (moe, fwd))
+                lines.append(f"{t:>6} {implementation:>14} {moe_text:>10} {fwd_text:>11}  {note}")
             builtin = [row["moe_ms"] for impl, row in rows.items() if impl != "moe_core" and "moe_ms" in row]
             mine = rows.get("moe_core", {}).get("moe_ms")
             if builtin and mine:

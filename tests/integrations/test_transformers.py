@@ -42,6 +42,8 @@ def _reference_backend():
 def logits(model, implementation: str, tokens: torch.Tensor, compiled: bool = False) -> torch.Tensor:
     model.set_experts_implementation(implementation)
     torch._dynamo.reset()
+    if compiled and implementation == "moe_core":
+        moe_core_hf.prepare(model)  # registration is host bookkeeping: done before tracing
     run = torch.compile(model, backend="aot_eager", fullgraph=True) if compiled else model
     with torch.no_grad():
         return run(tokens).logits
@@ -81,6 +83,7 @@ def test_compiled_fullgraph_matches_eager(arch):
 def test_compiled_graph_calls_the_custom_op_once_per_layer():
     model = random_model("qwen3_moe")
     model.set_experts_implementation("moe_core")
+    assert moe_core_hf.prepare(model) == 2
     counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
     with torch.no_grad():
         torch.compile(model, backend=counter, fullgraph=True)(TOKENS)
@@ -177,8 +180,17 @@ def test_gpt_oss_experts_raise_a_clear_error():
     with pytest.raises(moe_core_hf.UnsupportedExpertsError) as err:
         logits(model, "moe_core", TOKENS)
     assert all(r in str(err.value) for r in ("GptOssExperts", "has_bias=True", "is_concatenated=False", "GptOssExperts._apply_gate"))
-    with pytest.raises(torch._dynamo.exc.TorchDynamoException, match="UnsupportedExpertsError: .* GptOssExperts: projection biases"):
-        logits(model, "moe_core", TOKENS, compiled=True)  # torch.compile wraps the error, message kept
+    with pytest.raises(moe_core_hf.UnsupportedExpertsError, match="GptOssExperts: projection biases"):
+        logits(model, "moe_core", TOKENS, compiled=True)  # prepare() before compiling names the module
+
+
+def test_compiling_an_unprepared_model_says_what_to_do():
+    model = random_model("qwen3_moe", num_hidden_layers=1)
+    model.set_experts_implementation("moe_core")
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"Qwen3MoeExperts has no moe-core handle under torch.compile: call .*prepare\(model\)"):
+        with torch.no_grad():
+            torch.compile(model, backend="aot_eager", fullgraph=True)(TOKENS)
 
 
 def test_unsupported_activation_is_named():

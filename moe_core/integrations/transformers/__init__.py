@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("moe_core.integrations.transformers needs transformers: pip install 'moe-core[transformers]'") from exc
 
 from moe_core.config import AUTO
+from moe_core.errors import MoECoreError
 from moe_core.integrations import custom_op
 from moe_core.integrations.transformers import prepared
 from moe_core.integrations.transformers.layout import ExpertsLayout, UnsupportedExpertsError, describe
@@ -35,9 +36,13 @@ from moe_core.integrations.transformers.prepared import prepared_layer
 EXPERTS_IMPLEMENTATION = "moe_core"
 
 __all__ = [
-    "EXPERTS_IMPLEMENTATION", "ExpertsLayout", "UnsupportedExpertsError", "describe", "experts_forward",
-    "prepared_layer", "register",
+    "EXPERTS_IMPLEMENTATION", "ExpertsLayout", "NotPreparedError", "UnsupportedExpertsError", "describe", "experts_forward",
+    "prepare", "prepared_layer", "register",
 ]
+
+
+class NotPreparedError(MoECoreError, RuntimeError):
+    """A compiled experts forward met a module that was never registered with moe-core."""
 
 
 def register(moe_backend: str = AUTO) -> None:
@@ -51,16 +56,29 @@ def register(moe_backend: str = AUTO) -> None:
     FP8ExpertsInterface.register(EXPERTS_IMPLEMENTATION, experts_forward)
 
 
-@torch.compiler.assume_constant_result
-def _handle(module: nn.Module) -> int:
-    # Runs as plain Python even while torch.compile traces (the result is a constant of the graph),
-    # so checking the module and registering its layer never enter the traced region.
-    return prepared.handle(module)
+def prepare(model: nn.Module) -> int:
+    """Register every experts module of ``model`` with moe-core; returns how many.
+
+    Eager calls register their module on first use; ``torch.compile`` cannot (registration is host
+    bookkeeping, not tensor work), so call this once before compiling a model that has not run an
+    eager forward with ``experts_implementation="moe_core"``. Raises
+    :class:`UnsupportedExpertsError` for the first experts module moe-core cannot run.
+    """
+    experts = [m for m in model.modules() if isinstance(getattr(m, "gate_up_proj", None), torch.Tensor)]
+    for module in experts:
+        prepared.handle(module)
+    return len(experts)
 
 
 def experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
     """transformers' experts forward contract: ``hidden_states`` [T, H], ``top_k_index`` and
     ``top_k_weights`` [T, k]; returns [T, H], the router-weighted sum of each token's experts."""
-    _handle(self)
-    # Read back from the module, so that a compiled graph guards on this module's own handle.
-    return custom_op.fused_experts(hidden_states, top_k_index, top_k_weights, self._moe_core_handle)
+    if not torch.compiler.is_compiling():
+        prepared.handle(self)  # checks the module and registers it on first use: plain Python, never traced
+    handle = getattr(self, prepared.ATTRIBUTE, None)  # an int attribute: a compiled graph holds it as a guarded constant
+    if handle is None:
+        raise NotPreparedError(
+            f"{type(self).__name__} has no moe-core handle under torch.compile: call "
+            "moe_core.integrations.transformers.prepare(model) (or run one eager forward) before compiling"
+        )
+    return custom_op.fused_experts(hidden_states, top_k_index, top_k_weights, handle)

@@ -20,7 +20,7 @@ from moe_core.integrations import custom_op
 from moe_core.integrations.transformers.layout import ExpertsLayout, describe
 from moe_core.layer import MoELayer
 
-_ATTRIBUTE = "_moe_core_handle"
+ATTRIBUTE = "_moe_core_handle"
 
 #: Backend requested for every experts module (``"auto"``: moe-core's selection); see ``register()``.
 _backend = {"moe_backend": AUTO}
@@ -64,12 +64,12 @@ def handle(module: nn.Module) -> int:
     Raises :class:`~moe_core.integrations.transformers.layout.UnsupportedExpertsError` with every
     reason when moe-core cannot run the module.
     """
-    value = module.__dict__.get(_ATTRIBUTE)
+    value = module.__dict__.get(ATTRIBUTE)
     if _provider_of(module) is not None:
         return value
     value = custom_op.register_provider(PreparedExperts(module, describe(module)))  # a deepcopy gets its own
     weakref.finalize(module, custom_op.release, value)
-    module.__dict__[_ATTRIBUTE] = value
+    module.__dict__[ATTRIBUTE] = value
     return value
 
 
@@ -80,5 +80,5 @@ def prepared_layer(module: nn.Module) -> MoELayer | None:
 
 
 def _provider_of(module: nn.Module) -> PreparedExperts | None:
-    provider = custom_op.lookup(module.__dict__.get(_ATTRIBUTE))
+    provider = custom_op.lookup(module.__dict__.get(ATTRIBUTE))
     return provider if isinstance(provider, PreparedExperts) and provider._module() is module else None
