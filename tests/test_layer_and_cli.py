@@ -90,4 +90,5 @@ def test_cli_list_and_doctor(capsys):
 def test_cli_run_prints_table_checksum_and_time(capsys):
     assert main(["run", "--preset", "tiny", "--tokens", "5", "--scheme", "fp8-block", "--dtype", "float32"]) == 0
     out = capsys.readouterr().out
-    assert "checksum" in out and " ms on cpu via " in out and "=> " in out
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the run command uses the GPU when there is one
+    assert "checksum" in out and f" ms on {device} via " in out and "=> " in out

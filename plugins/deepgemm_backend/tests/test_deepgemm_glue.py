@@ -1,4 +1,4 @@
-"""The Triton glue against pure-torch statements of the same layouts (TRITON_INTERPRET=1 on CPU, fp16/fp32)."""
+"""The Triton glue against pure-torch statements of the same layouts (compiled on a GPU, TRITON_INTERPRET=1 on a CPU; fp16/fp32)."""
 
 import pytest
 import torch
@@ -12,12 +12,13 @@ from moe_core_deepgemm import glue
 from moe_core_deepgemm.layout import contiguous_capacity, tma_aligned_rows
 
 ALIGN = 16
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ACT_KEY = scheme("fp8-block").activation_key
 
 
 def expected_m_indices(counts: torch.Tensor, capacity: int) -> torch.Tensor:
     """Each expert's rows start at the sum of the aligned counts before it; the rest is -1."""
-    out = torch.full((capacity,), -1, dtype=torch.int32)
+    out = torch.full((capacity,), -1, dtype=torch.int32, device=DEVICE)
     start = 0
     for e, c in enumerate(counts.tolist()):
         out[start : start + c] = e
@@ -58,8 +59,10 @@ def test_layout_and_permute(case):
     elif case == "expert map":
         num_local = 3
         expert_map = torch.tensor([-1, 0, -1, 1, 2, -1], dtype=torch.int32)
-    x = torch.randn(tokens, hidden, generator=gen, dtype=torch.float16)
-    xs = torch.rand(tokens, hidden // 128, generator=gen) + 0.5
+    x = torch.randn(tokens, hidden, generator=gen, dtype=torch.float16).to(DEVICE)
+    xs = (torch.rand(tokens, hidden // 128, generator=gen) + 0.5).to(DEVICE)
+    ids = ids.to(DEVICE)
+    expert_map = expert_map.to(DEVICE) if expert_map is not None else None
     layout, errors = route(ids, num_experts, num_local, expert_map)
     a, a_scales, pair_row = glue.permute(x, xs, layout)
 
@@ -77,14 +80,14 @@ def test_layout_and_permute(case):
     tokens_of = kept // top_k
     assert torch.equal(a[rows[kept]], x[tokens_of])
     assert torch.equal(a_scales[rows[kept]], xs[tokens_of])
-    assert errors.buffer(torch.device("cpu"))[0].item() == invalid
+    assert errors.buffer(DEVICE)[0].item() == invalid
 
 
 def test_gated_activation_quantizes_like_the_reference():
     gen = torch.Generator().manual_seed(2)
     rows, inter = 40, 256
-    h = (torch.randn(rows, 2 * inter, generator=gen) * 3).to(torch.float16)
-    m_indices = torch.where(torch.arange(rows) % 5 == 4, -1, torch.arange(rows) % 3).to(torch.int32)
+    h = (torch.randn(rows, 2 * inter, generator=gen) * 3).to(DEVICE, torch.float16)
+    m_indices = torch.where(torch.arange(rows) % 5 == 4, -1, torch.arange(rows) % 3).to(DEVICE, torch.int32)
     for activation, limit in ((Activation.SILU, None), (Activation.GELU, 2.5)):
         q, s = glue.gated_activation(h, activation, limit, True, m_indices=m_indices)
         used = m_indices >= 0
@@ -97,8 +100,8 @@ def test_gated_activation_quantizes_like_the_reference():
 def test_gated_activation_unquantized_and_masked():
     gen = torch.Generator().manual_seed(3)
     experts, max_tokens, inter = 3, 5, 64
-    h = torch.randn(experts, max_tokens, 2 * inter, generator=gen, dtype=torch.float32)
-    counts = torch.tensor([5, 0, 2], dtype=torch.int32)
+    h = torch.randn(experts, max_tokens, 2 * inter, generator=gen, dtype=torch.float32).to(DEVICE)
+    counts = torch.tensor([5, 0, 2], dtype=torch.int32, device=DEVICE)
     q, s = glue.gated_activation(h, Activation.SILU, 1.0, False, counts=counts)
     assert s is None and q.shape == (experts, max_tokens, inter)
     want = reference_gated(h, Activation.SILU, 1.0)
@@ -109,8 +112,8 @@ def test_gated_activation_unquantized_and_masked():
 def test_gated_activation_masked_scales_are_batched_mn_major():
     gen = torch.Generator().manual_seed(4)
     experts, max_tokens, inter = 2, 6, 256
-    h = torch.randn(experts, max_tokens, 2 * inter, generator=gen, dtype=torch.float16)
-    counts = torch.tensor([6, 3], dtype=torch.int32)
+    h = torch.randn(experts, max_tokens, 2 * inter, generator=gen, dtype=torch.float16).to(DEVICE)
+    counts = torch.tensor([6, 3], dtype=torch.int32, device=DEVICE)
     q, s = glue.gated_activation(h, Activation.SILU, None, True, counts=counts)
     ld = tma_aligned_rows(max_tokens)
     assert s.shape == (experts, max_tokens, 2) and s.stride() == (ld * 2, 1, ld)
@@ -122,12 +125,12 @@ def test_gated_activation_masked_scales_are_batched_mn_major():
 def test_unpermute_weights_kept_rows_only():
     gen = torch.Generator().manual_seed(5)
     tokens, top_k, hidden, capacity = 4, 2, 48, 16
-    y = torch.randn(capacity, hidden, generator=gen)
-    pair_row = torch.tensor([0, 5, -1, 3, 7, -1, 2, 9], dtype=torch.int32)
-    w = torch.rand(tokens, top_k, generator=gen)
+    y = torch.randn(capacity, hidden, generator=gen).to(DEVICE)
+    pair_row = torch.tensor([0, 5, -1, 3, 7, -1, 2, 9], dtype=torch.int32, device=DEVICE)
+    w = torch.rand(tokens, top_k, generator=gen).to(DEVICE)
     w[1, 0] = float("nan")  # a dropped pair's weight is never read
     out = glue.unpermute(y, pair_row, w, top_k, torch.float32)
-    want = torch.zeros(tokens, hidden)
+    want = torch.zeros(tokens, hidden, device=DEVICE)
     for p, r in enumerate(pair_row.tolist()):
         if r >= 0:
             want[p // top_k] += w.reshape(-1)[p] * y[r]
@@ -137,5 +140,5 @@ def test_unpermute_weights_kept_rows_only():
 
 
 def test_no_tokens():
-    layout, _ = route(torch.empty(0, 2, dtype=torch.int32), 4, 4)
+    layout, _ = route(torch.empty(0, 2, dtype=torch.int32, device=DEVICE), 4, 4)
     assert layout.capacity == ALIGN and (layout.m_indices == -1).all()

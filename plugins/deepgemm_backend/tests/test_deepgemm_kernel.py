@@ -1,4 +1,4 @@
-"""Both kernels end to end on CPU, with a pure-torch stand-in for DeepGEMM (tests only), against the reference."""
+"""Both kernels end to end (glue compiled on a GPU, interpreted on a CPU) with a pure-torch stand-in for DeepGEMM (tests only), against the reference."""
 
 import dataclasses
 import sys
@@ -19,6 +19,7 @@ from moe_core_deepgemm.layout import weight_scales_for_sm90
 import deep_gemm_standin
 
 # fp16: the Triton interpreter has no bfloat16 (the real DeepGEMM needs bf16; supports() says so).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 CFG = MoEConfig(num_experts=4, top_k=2, hidden_size=256, intermediate_size=128, dtype=torch.float16)
 
 
@@ -30,9 +31,9 @@ def standin(monkeypatch):
 def _check(kernel_cls, cfg, scheme_name, tokens, *, expert_map=None, batched=False):
     sch = scheme(scheme_name)
     kernel, oracle = kernel_cls(cfg, sch.weight_key, sch.activation_key), ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
-    raw = random_layer(cfg, sch, seed=tokens)
+    raw = random_layer(cfg, sch, seed=tokens, device=DEVICE)
     weights, ref_weights = kernel.prepare_weights(raw), oracle.prepare_weights(raw)
-    x, routing = random_inputs(cfg, tokens, seed=tokens)
+    x, routing = random_inputs(cfg, tokens, seed=tokens, device=DEVICE)
     if batched:
         xb, brouting, layout = dispatch(x, routing, cfg.num_experts)
         got = combine(kernel.apply(xb, weights, brouting), layout, routing)
@@ -52,7 +53,7 @@ def test_standard(standin, scheme_name, tokens):
 
 def test_standard_gelu_clamp_and_expert_map(standin):
     cfg = dataclasses.replace(CFG, activation=Activation.GELU, swiglu_limit=0.5, parallel=ParallelConfig(ep_size=2))
-    expert_map = torch.tensor([-1, -1, 0, 1], dtype=torch.int32)
+    expert_map = torch.tensor([-1, -1, 0, 1], dtype=torch.int32, device=DEVICE)
     _check(DeepGemmKernel, cfg, "fp8-block", 5, expert_map=expert_map)
 
 
@@ -65,14 +66,14 @@ def test_batched(standin, scheme_name):
 def test_invalid_ids_are_dropped_and_reported(standin):
     sch = scheme("fp8-block")
     kernel = DeepGemmKernel(CFG, sch.weight_key, sch.activation_key)
-    weights = kernel.prepare_weights(random_layer(CFG, sch))
-    x, routing = random_inputs(CFG, 3)
+    weights = kernel.prepare_weights(random_layer(CFG, sch, device=DEVICE))
+    x, routing = random_inputs(CFG, 3, device=DEVICE)
     ids = routing.topk_ids.clone()
     ids[1, 0] = 99
     out = kernel.forward(x, weights, Routing(ids, routing.topk_weights), expert_map=None, apply_router_weight_on_input=False)
     kept = Routing(torch.where(ids == 99, 0, ids), torch.where(ids == 99, 0.0, routing.topk_weights))
     want = ReferenceKernel(CFG, sch.weight_key, sch.activation_key)
-    ref = want.apply(x, want.prepare_weights(random_layer(CFG, sch)), kept)
+    ref = want.apply(x, want.prepare_weights(random_layer(CFG, sch, device=DEVICE)), kept)
     assert relative_error(out, ref) <= tolerance(sch.activation_key, CFG.dtype)
     with pytest.raises(Exception, match="routing.topk_ids"):
         kernel.routing_errors.check()
@@ -94,7 +95,7 @@ def test_missing_deep_gemm_is_a_typed_error_that_says_how_to_build_it(monkeypatc
     monkeypatch.setitem(sys.modules, "deep_gemm", None)
     sch = scheme("unquantized")
     kernel = DeepGemmKernel(CFG, None, None)
-    weights = kernel.prepare_weights(random_layer(CFG, sch))
-    x, routing = random_inputs(CFG, 2)
+    weights = kernel.prepare_weights(random_layer(CFG, sch, device=DEVICE))
+    x, routing = random_inputs(CFG, 2, device=DEVICE)
     with pytest.raises(DeepGemmUnavailableError, match="build_deepgemm.sh"):
         kernel.apply(x, weights, routing)
