@@ -74,6 +74,8 @@ class RoutingErrorCounter:
     def buffer(self, device: torch.device) -> torch.Tensor:
         """The int64 ``[count, smallest, largest]`` tensor on ``device`` (made on first use)."""
         device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # "cuda" and "cuda:0" must name one buffer
+            device = torch.device("cuda", torch.cuda.current_device())
         buf = self._buffers.get(device)
         if buf is None:
             buf = self._buffers[device] = torch.tensor([0, INT64_MAX, INT64_MIN], dtype=torch.int64, device=device)

@@ -27,13 +27,13 @@ import triton.language as tl
 from moe_core.config import Activation
 from moe_core.routing_guard import RoutingErrorCounter
 from moe_core_deepgemm.layout import contiguous_capacity, empty_mn_major_scales, tma_aligned_rows
+from moe_core_triton.blocks import local_experts, record_invalid
 from moe_core_triton.gemm import gated
 from moe_core_triton.quantize import ROUND_IN_FP32, round_to_e4m3_grid
 
 #: Activation quantization groups (1x128) — also the K block of DeepGEMM's fp8 kernels.
 GROUP = 128
 FP8_MAX = 448.0
-_INT64_MAX = tl.constexpr(9223372036854775807)
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -45,23 +45,12 @@ def _route_kernel(
     """Local expert and rank within it of BLOCK pairs; invalid ids/map entries dropped and counted."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < pairs
-    raw = tl.load(ids_ptr + offs, mask=ok, other=0).to(tl.int64)
-    in_range = ok & (raw >= 0) & (raw < num_experts)
-    local = raw
-    if HAS_MAP:  # out-of-range ids never index the map
-        local = tl.load(map_ptr + raw, mask=in_range, other=-1).to(tl.int64)
-    bad = ok & ((in_range == 0) | (local < -1) | (local >= num_local))
-    keep = ok & (bad == 0) & (local >= 0)
-    expert = tl.where(keep, local, -1).to(tl.int32)
+    expert, bad, offending = local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP)
+    keep = expert >= 0
     rank = tl.atomic_add(counts_ptr + expert, 1, mask=keep)
     tl.store(pair_expert_ptr + offs, expert, mask=ok)
     tl.store(pair_rank_ptr + offs, rank, mask=keep)
-    offending = tl.where(in_range, local, raw)
-    num_bad = tl.sum(bad.to(tl.int64), axis=0)
-    if num_bad > 0:
-        tl.atomic_add(err_ptr, num_bad)
-        tl.atomic_min(err_ptr + 1, tl.min(tl.where(bad, offending, _INT64_MAX), axis=0))
-        tl.atomic_max(err_ptr + 2, tl.max(tl.where(bad, offending, -_INT64_MAX - 1), axis=0))
+    record_invalid(err_ptr, bad, offending)
 
 
 @triton.jit

@@ -59,7 +59,15 @@ def local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP: t
 
 
 @triton.jit
-def record_invalid(err_ptr, count, smallest, largest):
+def record_invalid(err_ptr, bad, offending):
+    """Count the ``bad`` lanes of one program, and the range of their ``offending`` values, in the counter."""
+    record_invalid_totals(err_ptr, tl.sum(bad.to(tl.int64), axis=0),
+                          tl.min(tl.where(bad, offending, 9223372036854775807), axis=0),
+                          tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
+
+
+@triton.jit
+def record_invalid_totals(err_ptr, count, smallest, largest):
     """Add one program's invalid-value count and range to the int64 [count, smallest, largest] counter."""
     if count > 0:
         tl.atomic_add(err_ptr, count)
@@ -92,7 +100,7 @@ def _small_table_kernel(
             largest = tl.where(bad, tl.maximum(largest, offending), largest)
         counts += tl.sum((e[:, None] == experts[None, :]).to(tl.int32), axis=0)
     if GUARD:
-        record_invalid(err_ptr, tl.sum(num_bad, axis=0), tl.min(smallest, axis=0), tl.max(largest, axis=0))
+        record_invalid_totals(err_ptr, tl.sum(num_bad, axis=0), tl.min(smallest, axis=0), tl.max(largest, axis=0))
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     ends = tl.cumsum(padded, axis=0)
     tl.store(cursor_ptr + experts, ends - padded, mask=experts < num_local)
@@ -178,9 +186,7 @@ def _rank_kernel(ids_ptr, map_ptr, err_ptr, counts_ptr, local_ptr, rank_ptr, sor
     tl.store(local_ptr + offs, e, mask=ok)
     tl.store(rank_ptr + offs, rank, mask=ok & valid)
     if GUARD:
-        record_invalid(err_ptr, tl.sum(bad.to(tl.int64), axis=0),
-                       tl.min(tl.where(bad, offending, 9223372036854775807), axis=0),
-                       tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
+        record_invalid(err_ptr, bad, offending)
     first = pid * fill_per_program
     for start in range(first, first + fill_per_program, BLOCK):
         lane = start + tl.arange(0, BLOCK)
