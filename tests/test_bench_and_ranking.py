@@ -129,10 +129,11 @@ def test_layer_follows_the_ranking_per_call(reg):
     use_ranking(ranking_from_results([res]))
     layer = MoELayer(CFG, random_layer(CFG, UNQ), platform=CPU, registry=reg, environ={"MOE_CORE_DISABLE": "wrong,reference"})
     x = torch.randn(6, 32)
-    start = time.perf_counter()
+    ran = []
+    for kernel, _ in (layer._kernel(name) for name in ("slowpoke", "speedy")):
+        kernel.forward = (lambda f, n: lambda *a, **kw: ran.append(n) or f(*a, **kw))(kernel.forward, kernel.backend_name)
     layer(x, Routing.from_logits(torch.randn(6, 4), 2))
-    assert time.perf_counter() - start < 0.015  # speedy ran, not slowpoke (which sleeps 20 ms at 6 tokens)
-    assert set(layer._kernels) == {"slowpoke", "speedy"}
+    assert ran == ["speedy"]  # measured faster at 6 tokens; the static priority prefers slowpoke
 
 
 @pytest.mark.parametrize(
