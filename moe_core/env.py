@@ -64,10 +64,14 @@ def register_variables(names: list[str]) -> None:
             _ENCODED.append((name, name.encode()))
 
 
+#: Read by the set-up scripts and the test suite, never by a selection (docs/environment.md).
+SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV", "MOE_CORE_SKIP_UNINSTALL_TEST")
+
+
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     """MOE_CORE_* variables that moe-core does not read (typos), for a warning."""
     environ = os.environ if environ is None else environ
-    return sorted(k for k in environ if k.startswith(PREFIX) and k not in VARIABLES)
+    return sorted(k for k in environ if k.startswith(PREFIX) and k not in VARIABLES and k not in SETUP_VARIABLES)
 
 
 def parse_bool(variable: str, value: str) -> bool:

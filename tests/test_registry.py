@@ -149,3 +149,10 @@ def test_version_changes_and_unregister():
         reg.unregister("nope")
     with pytest.raises(ValueError, match="already registered"):
         reg.register(FakePlugin([]), name="p0")
+
+
+def test_setup_variables_are_not_reported_as_typos():
+    from moe_core.env import unknown_variables
+
+    environ = {"MOE_CORE_TORCH": "system", "MOE_CORE_VENV": "/tmp/v", "MOE_CORE_BACKNED": "triton"}
+    assert unknown_variables(environ) == ["MOE_CORE_BACKNED"]
