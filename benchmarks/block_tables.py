@@ -9,12 +9,12 @@ kernel only up to its limit (SMALL_TABLE_PAIRS).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
 
 from moe_core.bench.harness import _capture
+from moe_core.bench.report import save_experiment
 from moe_core.bench.timing import Timer, host_time
 from moe_core_triton.blocks import SMALL_TABLE_PAIRS, _large_table, _small_table
 
@@ -39,8 +39,7 @@ def main() -> int:
             rows.append(row)
             print("  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, fh, indent=1)
+        save_experiment(args.json, rows)
     return 0
 
 

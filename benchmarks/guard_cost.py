@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ import time
 import torch
 
 from moe_core.bench.harness import _capture
+from moe_core.bench.report import save_experiment
 from moe_core.bench.timing import Timer
 from moe_core.layer import MoELayer
 from moe_core.numerics import relative_error
@@ -95,8 +95,7 @@ def main() -> int:
                   f"({row['graph_cost_pct']:+5.1f}%)  eager on {row['eager_on_median_us']:8.1f} off {row['eager_off_median_us']:8.1f} us "
                   f"({row['eager_cost_pct']:+5.1f}%)  rel err {row['rel_err_on']:.2e}", flush=True)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, fh, indent=1)
+        save_experiment(args.json, rows)
     return 0
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 
 import torch
 
 from moe_core.bench.harness import _capture
+from moe_core.bench.report import save_experiment
 from moe_core.bench.timing import Timer
 from moe_core.numerics import relative_error
 from moe_core.presets import model, random_inputs, random_layer
@@ -49,8 +49,7 @@ def main() -> int:
             print(f"{preset:14} {name:12} T={tokens:6}: sum {row['sum_us']:9.1f} us  atomic {row['atomic_us']:9.1f} us  "
                   f"(atomic/sum {row['atomic_us'] / row['sum_us']:.3f})", flush=True)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": results}, fh, indent=1)
+        save_experiment(args.json, results)
     return 0
 
 

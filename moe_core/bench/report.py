@@ -27,6 +27,12 @@ def environment() -> dict:
     return env
 
 
+def save_experiment(path: str, rows: list[dict]) -> None:
+    """Write an experiment script's rows (benchmarks/*.py ``--json``) with the environment they ran in."""
+    with open(path, "w") as fh:
+        json.dump({"environment": environment(), "rows": rows}, fh, indent=1)
+
+
 def to_json(results: Sequence[BenchResult], command: str) -> dict:
     return {
         "command": command,
