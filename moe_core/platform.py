@@ -26,7 +26,9 @@ class Platform:
 
     Injected into the resolver so that tests (and ``moe-core explain --platform``) can ask what an
     H100, B200 or MI300X would pick on any machine. ``capability`` is (major, minor) for CUDA and
-    ROCm (gfx942 is reported as (9, 4), as torch does) and None elsewhere.
+    ROCm (gfx942 is reported as (9, 4), as torch does) and None elsewhere. ``arch`` is the ROCm
+    architecture name (``"gfx942"``, ``"gfx950"``), empty elsewhere: two ROCm GPUs can share a
+    capability tuple but not an instruction set.
     """
 
     kind: DeviceKind
@@ -34,6 +36,7 @@ class Platform:
     device_name: str = ""
     packages: frozenset[str] = frozenset()
     simulated: bool = False
+    arch: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, DeviceKind):
@@ -66,8 +69,8 @@ class Platform:
 
     def describe(self) -> str:
         cap = f" sm_{self.capability[0]}{self.capability[1]}" if self.capability and self.is_cuda() else ""
-        if self.capability and self.is_rocm():
-            cap = f" gfx{self.capability[0]}{self.capability[1]}"
+        if self.is_rocm() and (self.arch or self.capability):
+            cap = f" {self.arch}" if self.arch else f" gfx{self.capability[0]}{self.capability[1]}"
         sim = " (simulated)" if self.simulated else ""
         name = f" {self.device_name}" if self.device_name else ""
         return f"{self.kind.value}{cap}{name}{sim}"
@@ -88,8 +91,10 @@ def detect() -> Platform:
     if torch.cuda.is_available():
         capability = tuple(torch.cuda.get_device_capability())
         name = torch.cuda.get_device_name()
-        kind = DeviceKind.ROCM if getattr(torch.version, "hip", None) else DeviceKind.CUDA
-        return Platform(kind, capability, name, packages)
+        if getattr(torch.version, "hip", None):
+            arch = getattr(torch.cuda.get_device_properties(), "gcnArchName", "").split(":")[0]
+            return Platform(DeviceKind.ROCM, capability, name, packages, arch=arch)
+        return Platform(DeviceKind.CUDA, capability, name, packages)
     xpu = getattr(torch, "xpu", None)
     if xpu is not None and xpu.is_available():
         return Platform(DeviceKind.XPU, None, xpu.get_device_name(), packages)
@@ -104,7 +109,8 @@ PRESETS: dict[str, Platform] = {
     "a100": Platform(DeviceKind.CUDA, (8, 0), "NVIDIA A100-SXM4-80GB", frozenset({"triton", "flashinfer"}), simulated=True),
     "l40s": Platform(DeviceKind.CUDA, (8, 9), "NVIDIA L40S", frozenset({"triton", "flashinfer"}), simulated=True),
     "t4": Platform(DeviceKind.CUDA, (7, 5), "Tesla T4", frozenset({"triton"}), simulated=True),
-    "mi300x": Platform(DeviceKind.ROCM, (9, 4), "AMD Instinct MI300X", frozenset({"triton", "aiter"}), simulated=True),
+    "mi300x": Platform(DeviceKind.ROCM, (9, 4), "AMD Instinct MI300X", frozenset({"triton", "aiter"}), simulated=True, arch="gfx942"),
+    "mi355x": Platform(DeviceKind.ROCM, (9, 5), "AMD Instinct MI355X", frozenset({"triton", "aiter"}), simulated=True, arch="gfx950"),
     "xpu": Platform(DeviceKind.XPU, None, "Intel Data Center GPU Max", frozenset(), simulated=True),
     "cpu": Platform(DeviceKind.CPU, None, "cpu", frozenset(), simulated=True),
 }

@@ -30,6 +30,40 @@ def _key_pairs(schemes: Iterable[QuantScheme | KeyPair]) -> frozenset[KeyPair]:
 
 
 @dataclass(frozen=True)
+class Validation:
+    """Where a backend's conformance numerics last passed on real hardware — or that they never did.
+
+    ``hardware`` (e.g. ``"NVIDIA H100 80GB HBM3"``), ``provider`` (the kernel library and version the
+    run used, e.g. ``"deep_gemm 2.6.1 (54e2261)"``), ``date`` (ISO) and ``log`` (a path in the
+    repository or a URL). An empty record (:data:`NOT_VALIDATED`) says "never validated on hardware".
+    """
+
+    hardware: str = ""
+    provider: str = ""
+    date: str = ""
+    log: str = ""
+
+    def __post_init__(self) -> None:
+        if self.hardware and not self.date:
+            raise InvalidConfigError("Validation: a record with hardware needs the date its numerics passed")
+
+    @property
+    def validated(self) -> bool:
+        return bool(self.hardware)
+
+    def describe(self) -> str:
+        """One line for ``moe-core list`` / ``explain`` / ``doctor``."""
+        if not self.validated:
+            return "not validated on hardware"
+        details = ", ".join(x for x in (self.provider, self.date, f"log {self.log}" if self.log else "") if x)
+        return f"validated on {self.hardware} ({details})"
+
+
+#: The record of a backend whose numerics never ran on hardware.
+NOT_VALIDATED = Validation()
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """Declaration of one backend, registered by a plugin through ``moe_core_backends``.
 
@@ -54,6 +88,8 @@ class BackendSpec:
             explicit request for this backend in the batched format is mapped to it.
         kernel: the kernel class, or ``"module:Class"`` imported only when selected.
         description: one line for ``moe-core list``.
+        validation: where its conformance numerics last passed on hardware (:class:`Validation`);
+            the default says it never did. ``list``, ``explain`` and ``doctor`` show it.
     """
 
     name: str
@@ -71,6 +107,7 @@ class BackendSpec:
     auto_select: bool = True
     batched_variant: str | None = None
     description: str = ""
+    validation: Validation = NOT_VALIDATED
     plugin: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
