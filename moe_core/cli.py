@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import sys
@@ -65,8 +66,10 @@ def _platform(args):
 
 def cmd_list(args) -> int:
     from moe_core.registry import default_registry
+    from moe_core.resolver import current_platform
 
     reg = default_registry()
+    plat = current_platform()
     if args.json:
         print(json.dumps({
             "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version, "status": p.status.value, "error": p.error} for p in reg.plugins],
@@ -74,6 +77,8 @@ def cmd_list(args) -> int:
                           "family_priorities": {f.value: v for f, v in s.family_priorities},
                           "formats": sorted(f.value for f in s.formats), "devices": sorted(d.value for d in s.devices),
                           "quant_families": sorted(f.value for f in s.quant_families), "auto_select": s.auto_select,
+                          "requires": {pkg: plat.has_package(pkg) for pkg in sorted(s.requires)},
+                          "validation": dataclasses.asdict(s.validation) | {"summary": s.validation.describe()},
                           "description": s.description} for s in reg.specs.values()],
         }, indent=2))
         return 0
@@ -88,7 +93,14 @@ def cmd_list(args) -> int:
         print(f"  {s.name:<22} prio {s.priority:<5} family {s.family:<10} plugin {s.plugin:<12} schemes {fams}{manual}")
         if s.description:
             print(f"      {s.description}")
+        print(f"      {_install_status(s, plat)}; {s.validation.describe()}")
     return 0
+
+
+def _install_status(spec, plat) -> str:
+    """Whether the packages a backend requires import here: 'installed', or which are missing."""
+    missing = sorted(p for p in spec.requires if not plat.has_package(p))
+    return f"not installed here (needs {', '.join(missing)}; see its plugin's README)" if missing else "installed"
 
 
 def cmd_explain(args) -> int:
@@ -120,6 +132,9 @@ def cmd_doctor(args) -> int:
     print(f"plugins: {len(reg.plugins)} ({len(bad)} not loaded), backends: {len(reg.specs)}")
     for p in reg.plugins:
         print(f"  {p.name:<20} {p.distribution} {p.version}  [{p.status.value}]" + (f": {p.error}" if p.error else ""))
+    print("backends:")
+    for spec in sorted(reg.specs.values(), key=lambda s: s.name):
+        print(f"  {spec.name:<20} {_install_status(spec, plat)}; {spec.validation.describe()}")
     problems = reg.problems
     if problems:
         print("plugin problems:")

@@ -189,12 +189,20 @@ def _resolve(
     for c in rows:
         if c.status not in (CandidateStatus.SELECTED, CandidateStatus.RUNNER_UP):
             _log_once(logging.DEBUG, f"MoE backend {c.name!r} not used: {c.status.value}: {c.support.explain()}")
+    _warn_if_unvalidated(specs[chosen.name], source)
     _log_once(
         logging.INFO,
         f"Using {chosen.name} MoE backend ({source.value}) for {describe_keys(query.weight_key, query.activation_key)} "
         f"out of potential backends: {[c.name for c in rows]}.",
     )
     return Selection(specs[chosen.name], source, tuple(rows), query)
+
+
+def _warn_if_unvalidated(spec: BackendSpec, source: SelectionSource) -> None:
+    """A backend run on request although its numerics never passed on hardware: say so, once."""
+    if source in (SelectionSource.REQUEST, SelectionSource.ENV) and not spec.validation.validated:
+        _log_once(logging.WARNING, f"MoE backend {spec.name!r} was requested, but its numerics were never validated on hardware "
+                                   f"(plugin {spec.plugin or 'unknown'}); running it as asked")
 
 
 def _status(

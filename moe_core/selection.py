@@ -121,7 +121,8 @@ class Selection:
 
     def explain(self) -> str:
         """The ranked table with reasons, and one line saying what was chosen and why."""
-        return f"{render_table(self.query, self.candidates)}\n=> {self.backend.name} (by {self.source.value})"
+        return (f"{render_table(self.query, self.candidates)}\n=> {self.backend.name} (by {self.source.value}); "
+                f"{self.backend.validation.describe()}")
 
     def to_dict(self) -> dict[str, Any]:
         cfg = self.query.config
@@ -129,6 +130,7 @@ class Selection:
             "backend": self.backend.name,
             "kernel": self.backend.kernel if isinstance(self.backend.kernel, str) else f"{self.backend.kernel.__module__}:{self.backend.kernel.__qualname__}",
             "source": self.source.value,
+            "validation": self.backend.validation.describe(),
             "scheme": describe_keys(self.query.weight_key, self.query.activation_key),
             "format": self.query.activation_format.value,
             "platform": self.query.platform.describe(),

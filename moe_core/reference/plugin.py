@@ -7,7 +7,7 @@ from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import SCHEMES
 from moe_core.reference.kernel import BACKEND_NAME
-from moe_core.spec import BackendSpec
+from moe_core.spec import BackendSpec, Validation
 
 #: Lowest priority: any real kernel that supports a layer outranks the oracle.
 REFERENCE_PRIORITY = 0
@@ -24,6 +24,10 @@ SPEC = BackendSpec(
     applies_swiglu_clamp=True,
     supports_expert_map=True,
     description="torch reference: dequantize and compute in float32 (numerics oracle; slow)",
+    validation=Validation(
+        hardware="x86-64 CPU, against an independent float64 loop", provider="torch 2.13.0+cpu", date="2026-11-23",
+        log="tests/test_reference.py (every CI run)",
+    ),
 )
 
 

@@ -13,7 +13,7 @@ from moe_core.config import ActivationFormat
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, quant_family, scheme
-from moe_core.spec import BackendSpec
+from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 
 SCHEMES = ("fp8-block", "unquantized")
@@ -30,6 +30,10 @@ _COMMON = dict(
     supports_lora=False,
     applies_swiglu_clamp=True,  # fused into the intermediate's activation + quantization kernel
     supports_expert_map=True,
+    validation=Validation(
+        hardware="NVIDIA H100 80GB HBM3", provider="deep_gemm 2.6.1 (54e2261), triton 3.6.0, torch 2.11.0+cu130",
+        date="2026-11-23", log="docs/benchmarks/raw/deepgemm_2026-11-23_gpu_tests.log",
+    ),
 )
 
 SPECS = [

@@ -8,7 +8,7 @@ from moe_core.config import ActivationFormat
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, scheme
-from moe_core.spec import BackendSpec
+from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 
 STANDARD_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-dyn", "fp8-tensor-token", "fp8-channel", "fp8-block", "int8")
@@ -26,6 +26,10 @@ _COMMON = dict(
     supports_lora=True,  # the seeds' LoRA fallback: engines wrap these GEMMs with their LoRA deltas
     applies_swiglu_clamp=True,
     supports_expert_map=True,
+    validation=Validation(
+        hardware="NVIDIA H100 80GB HBM3", provider="triton 3.6.0, torch 2.11.0+cu130", date="2026-11-23",
+        log="docs/benchmarks/raw/pytest_robustness_h100.log",
+    ),
 )
 
 SPECS = [
