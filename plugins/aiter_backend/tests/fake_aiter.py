@@ -1,0 +1,61 @@
+"""Tests only: a fake ``aiter`` whose functions have exactly the signatures recorded in the contract.
+
+Every call is bound with ``inspect.Signature.bind`` (an unknown or missing argument raises
+TypeError) and recorded. Never registered as a plugin or installed.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import sys
+import types
+
+import torch
+
+from moe_core_aiter import contract
+
+
+def signature(record: contract.FunctionContract) -> inspect.Signature:
+    """The signature a contract records: required parameters first, the rest with defaults."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([
+        inspect.Parameter(name, kind) if i < record.required else inspect.Parameter(name, kind, default=None)
+        for i, name in enumerate(record.parameters)
+    ])
+
+
+class FakeAiter:
+    """Builds the fake modules, records calls as (qualname, bound arguments)."""
+
+    def __init__(self, fp8: torch.dtype):
+        self.calls: list[tuple[str, dict]] = []
+        self.fp8 = fp8
+        self.modules = {"aiter": types.ModuleType("aiter"), "aiter.ops": types.ModuleType("aiter.ops"),
+                        "aiter.utility": types.ModuleType("aiter.utility")}
+        for name, members in contract.ENUMS.items():
+            setattr(self.modules[contract.ENUM_MODULE], name, enum.IntEnum(name, members))
+        dtypes = types.ModuleType("aiter.utility.dtypes")
+        dtypes.fp8 = fp8
+        self.modules[dtypes.__name__] = dtypes
+        self._add(contract.FUSED_MOE, lambda args: torch.zeros_like(args["hidden_states"]))
+        self._add(contract.SHUFFLE_WEIGHT, lambda args: args["x"])
+
+    def _add(self, record: contract.FunctionContract, result) -> None:
+        sig = signature(record)
+
+        def fake(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs).arguments
+            self.calls.append((record.qualname, dict(bound)))
+            return result(bound)
+
+        fake.__signature__ = sig
+        module = self.modules.setdefault(record.module, types.ModuleType(record.module))
+        setattr(module, record.name, fake)
+
+    def install(self, monkeypatch) -> None:
+        for name, module in self.modules.items():
+            monkeypatch.setitem(sys.modules, name, module)
+
+    def called(self, qualname: str) -> list[dict]:
+        return [args for name, args in self.calls if name == qualname]
