@@ -1,0 +1,92 @@
+"""The argument contract of the vLLM functions this binding calls, recorded as data.
+
+Read from vllm-project/vllm: ``vllm/model_executor/layers/fused_moe/fused_marlin_moe.py`` and
+``vllm/_custom_ops.py`` at :data:`VLLM_COMMIT`, ``vllm/model_executor/layers/quantization/utils/
+marlin_utils.py`` at :data:`VLLM_MARLIN_UTILS_COMMIT`. The binding looks its functions up through
+these records, and ``tests/test_contract.py`` checks every call it makes binds to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The vllm-project/vllm commit fused_marlin_moe.py and _custom_ops.py were read from.
+VLLM_COMMIT = "00a130a03146d74300d01c0bcf806f323f887fbb"
+#: The commit marlin_utils.py was read from (the constants and the scale/zero-point helpers).
+VLLM_MARLIN_UTILS_COMMIT = "007d50058a06dec0f82472d63c819244d460c40d"
+
+
+@dataclass(frozen=True)
+class FunctionContract:
+    """One provider function: where it lives and its parameter names, in order.
+
+    The first ``required`` parameters have no default; the rest do.
+    """
+
+    module: str
+    name: str
+    parameters: tuple[str, ...]
+    required: int
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+_MARLIN_UTILS = "vllm.model_executor.layers.quantization.utils.marlin_utils"
+
+#: ``fused_marlin_moe``: w1 [E, K/16, 2N * bits/2] and w2 [E, N/16, K * bits/2] in Marlin layout,
+#: w1 rows gate then up (``silu_and_mul`` reads the first half as gate); topk_weights float32.
+FUSED_MARLIN_MOE = FunctionContract(
+    module="vllm.model_executor.layers.fused_moe.fused_marlin_moe",
+    name="fused_marlin_moe",
+    parameters=(
+        "hidden_states", "w1", "w2", "bias1", "bias2", "w1_scale", "w2_scale", "gating_output", "topk_weights",
+        "topk_ids", "quant_type_id", "apply_router_weight_on_input", "global_num_experts", "activation",
+        "activation_func", "moe_sum", "expert_map", "input_global_scale1", "input_global_scale2", "global_scale1",
+        "global_scale2", "g_idx1", "g_idx2", "sort_indices1", "sort_indices2", "w1_zeros", "w2_zeros", "workspace",
+        "intermediate_cache13", "intermediate_cache2", "is_k_full", "output", "input_dtype", "inplace",
+    ),
+    required=11,
+)
+
+#: ``gptq_marlin_moe_repack``: b_q_weight [E, K/pack, N] int32 (GPTQ packing along K), perm [E, 0] int32
+#: (no act-order) -> [E, K/16, N * bits/2] int32 through ``torch.ops._C.gptq_marlin_repack`` per expert.
+GPTQ_MARLIN_MOE_REPACK = FunctionContract(
+    module="vllm._custom_ops",
+    name="gptq_marlin_moe_repack",
+    parameters=("b_q_weight", "perm", "size_k", "size_n", "num_bits", "is_a_8bit"),
+    required=5,
+)
+
+#: ``marlin_moe_permute_scales``: s [E, K/group, N] in the activation dtype -> the same shape, Marlin-permuted.
+MARLIN_MOE_PERMUTE_SCALES = FunctionContract(
+    module=_MARLIN_UTILS,
+    name="marlin_moe_permute_scales",
+    parameters=("s", "size_k", "size_n", "group_size", "is_a_8bit"),
+    required=4,
+)
+
+#: ``marlin_zero_points``: zp [K/group, N] int32 codes of one expert -> [K/group, N * bits/32] int32, packed.
+MARLIN_ZERO_POINTS = FunctionContract(
+    module=_MARLIN_UTILS,
+    name="marlin_zero_points",
+    parameters=("zp", "size_k", "size_n", "num_bits", "is_a_8bit"),
+    required=4,
+)
+
+#: Module and attribute holding vLLM's ScalarType constants; the binding passes ``.id`` as quant_type_id.
+SCALAR_TYPES_MODULE = "vllm.scalar_type"
+SCALAR_TYPES_ATTR = "scalar_types"
+
+#: moe-core scheme -> the vLLM ScalarType its codes are (``query_marlin_supported_quant_types``):
+#: GPTQ-style unsigned with a symmetric bias (uint4b8: q + 8, uint8b128: q + 128), AWQ-style uint4 + zero point.
+SCALAR_TYPE_BY_SCHEME = {"w4a16": "uint4b8", "w4a16-zp": "uint4", "w8a16": "uint8b128"}
+
+#: ``MARLIN_SUPPORTED_GROUP_SIZES`` (-1: one group over the whole K).
+SUPPORTED_GROUP_SIZES = (-1, 32, 64, 128)
+#: ``check_moe_marlin_supports_layer``: hidden_size % 128 and intermediate_size % max(64, group) must be 0.
+HIDDEN_MULTIPLE = 128
+INTERMEDIATE_MIN_MULTIPLE = 64
+#: The only activation ``default_activation_func`` runs that moe-core has.
+ACTIVATION = "silu"

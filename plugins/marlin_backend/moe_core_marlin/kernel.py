@@ -1,0 +1,89 @@
+"""``MarlinKernel``: moe-core's fused-MoE contract on top of vLLM's ``fused_marlin_moe``.
+
+prepare_weights packs moe-core's canonical codes GPTQ-style (:mod:`moe_core_marlin.layout`) and
+repacks them with vLLM's ``gptq_marlin_moe_repack``; scales go through ``marlin_moe_permute_scales``
+and zero points through ``marlin_zero_points``. moe-core's w13 = [gate; up] as [E, 2I, H] is Marlin's
+w1 (N = 2I, K = H) with gate first, as vLLM's ``silu_and_mul`` reads it; w2 [E, H, I] is Marlin's w2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from moe_core.kernel import MoEKernel
+from moe_core.quant import QuantDtype, scheme_for_keys
+from moe_core.weights import ExpertWeights
+from moe_core_marlin import contract, provider
+from moe_core_marlin.layout import by_group, gptq_pack, unsigned_codes
+
+
+class MarlinKernel(MoEKernel):
+    """vLLM's Marlin fused MoE, STANDARD activation format, int4/int8 weight-only, CUDA sm80+."""
+
+    backend_name = "marlin"
+
+    @property
+    def bits(self) -> int:
+        return 4 if self.weight_key.dtype is QuantDtype.INT4 else 8
+
+    @property
+    def group_size(self) -> int:
+        return self.weight_key.group.cols
+
+    @property
+    def scalar_type(self) -> str:
+        """Name of the vLLM ScalarType of this scheme's codes."""
+        return contract.SCALAR_TYPE_BY_SCHEME[scheme_for_keys(self.weight_key, self.activation_key).name]
+
+    def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
+        """Validate, put w13 in gate/up order, and repack weights, scales and zero points into Marlin's layout (once)."""
+        weights = super().prepare_weights(weights)
+        fix = {}
+        for name in ("w13", "w2"):
+            codes = unsigned_codes(getattr(weights, name), self.bits)
+            size_n, size_k = codes.shape[1], codes.shape[2]
+            fix[name] = self._repack(codes, size_k, size_n)
+            fix[f"{name}_scale"] = self._permute_scales(getattr(weights, f"{name}_scale"), size_k, size_n)
+            zero = getattr(weights, f"{name}_zero")
+            if zero is not None:
+                fix[f"{name}_zero"] = self._zero_points(zero, size_n)
+        return replace(weights, **fix)
+
+    def _repack(self, codes: torch.Tensor, size_k: int, size_n: int) -> torch.Tensor:
+        repack = provider.function(contract.GPTQ_MARLIN_MOE_REPACK)
+        no_act_order = torch.empty((codes.shape[0], 0), dtype=torch.int32, device=codes.device)
+        return repack(b_q_weight=gptq_pack(codes, self.bits), perm=no_act_order, size_k=size_k, size_n=size_n, num_bits=self.bits)
+
+    def _permute_scales(self, scale: torch.Tensor, size_k: int, size_n: int) -> torch.Tensor:
+        permute = provider.function(contract.MARLIN_MOE_PERMUTE_SCALES)
+        return permute(s=by_group(scale, self.config.dtype), size_k=size_k, size_n=size_n, group_size=self.group_size)
+
+    def _zero_points(self, zero: torch.Tensor, size_n: int) -> torch.Tensor:
+        pack_zero_points = provider.function(contract.MARLIN_ZERO_POINTS)
+        per_group = by_group(zero, torch.int32)
+        groups = per_group.shape[1]
+        return torch.stack([pack_zero_points(zp=zp, size_k=groups, size_n=size_n, num_bits=self.bits) for zp in per_group])
+
+    def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
+        fused_marlin_moe = provider.function(contract.FUSED_MARLIN_MOE)
+        return fused_marlin_moe(
+            hidden_states=hidden_states.contiguous(),
+            w1=weights.w13,
+            w2=weights.w2,
+            bias1=None,
+            bias2=None,
+            w1_scale=weights.w13_scale,
+            w2_scale=weights.w2_scale,
+            gating_output=None,
+            topk_weights=routing.topk_weights.float(),
+            topk_ids=routing.topk_ids.to(torch.int32),
+            quant_type_id=provider.scalar_type_id(self.scalar_type),
+            apply_router_weight_on_input=apply_router_weight_on_input,
+            global_num_experts=self.config.num_experts,
+            activation=contract.ACTIVATION,
+            expert_map=expert_map,
+            w1_zeros=weights.w13_zero,
+            w2_zeros=weights.w2_zero,
+        )

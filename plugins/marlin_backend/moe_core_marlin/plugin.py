@@ -1,0 +1,67 @@
+"""Registers `marlin`: vLLM's Marlin fused MoE for int4/int8 weight-only schemes, CUDA sm80+.
+
+LoRA is refused by the declaration (``supports_lora=False``), with the core's reason.
+
+Priority: the seeds rank Marlin as the lowest CUDA fp8 backend (tests/parity/seed_backends.py), but
+moe-core has no fp8 weight-only scheme, so `marlin` declares only the weight_only family. There no
+other GPU backend competes (triton runs no weight-only scheme), so 400 puts it above the
+reference (0) and leaves room above it for a faster weight-only kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from moe_core.config import Activation
+from moe_core.hookspecs import hookimpl
+from moe_core.platform import DeviceKind
+from moe_core.quant import scheme
+from moe_core.spec import NOT_VALIDATED, BackendSpec
+from moe_core.support import Support
+
+from moe_core_marlin.contract import (
+    HIDDEN_MULTIPLE, INTERMEDIATE_MIN_MULTIPLE, SCALAR_TYPE_BY_SCHEME, SUPPORTED_GROUP_SIZES,
+)
+
+SCHEMES = tuple(SCALAR_TYPE_BY_SCHEME)
+MIN_CAPABILITY = (8, 0)
+
+SPECS = [
+    BackendSpec(
+        name="marlin", family="marlin", priority=400,
+        schemes=[scheme(s) for s in SCHEMES], kernel="moe_core_marlin.kernel:MarlinKernel",
+        devices=frozenset({DeviceKind.CUDA}), requires=frozenset({"vllm"}),
+        supports_lora=False, applies_swiglu_clamp=False, supports_expert_map=True,
+        description="vLLM's Marlin fused MoE (CUDA sm80+; int4/int8 weight-only, 16-bit activations)",
+        validation=NOT_VALIDATED,
+    ),
+]
+
+
+@hookimpl
+def moe_core_backends():
+    return SPECS
+
+
+@hookimpl
+def moe_core_supports(backend, config, weight_key, activation_key, platform):
+    if backend.name != "marlin":
+        return None
+    reasons = []
+    if platform.is_cuda() and not platform.has_capability(*MIN_CAPABILITY):
+        cap = platform.capability
+        have = f"sm_{cap[0]}{cap[1]}" if cap else "of unknown compute capability"
+        reasons.append(f"vLLM's Marlin MoE needs compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]}+, this GPU is {have}; use the reference backend")
+    if config.dtype not in (torch.float16, torch.bfloat16):
+        reasons.append(f"Marlin computes in float16/bfloat16 activations only, not {config.dtype_name}; set the layer dtype to one of them")
+    if config.activation is not Activation.SILU:
+        reasons.append(f"Marlin's fused MoE applies silu only, not {config.activation.value}")
+    group = weight_key.group.cols if weight_key is not None else -1
+    if group not in SUPPORTED_GROUP_SIZES:
+        reasons.append(f"Marlin supports weight groups of {SUPPORTED_GROUP_SIZES} along K, not {group}")
+    if config.hidden_size % HIDDEN_MULTIPLE:
+        reasons.append(f"hidden_size={config.hidden_size} is not a multiple of {HIDDEN_MULTIPLE}, which Marlin's MoE tiles need; pad it")
+    multiple = max(INTERMEDIATE_MIN_MULTIPLE, group)
+    if config.intermediate_size % multiple:
+        reasons.append(f"intermediate_size={config.intermediate_size} is not a multiple of {multiple} (Marlin's tile and the weight group size); pad it")
+    return Support.from_reasons(reasons)
