@@ -101,3 +101,24 @@ def test_plugin_and_selection_never_import_aiter():
         "assert not [m for m in sys.modules if m == 'aiter' or m.startswith('aiter.')]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.fixture(scope="module")
+def reg_with_triton():
+    reg = conformance.registry_with("moe_core_aiter.plugin", name="aiter")
+    reg.register(__import__("moe_core_triton.plugin", fromlist=["plugin"]), name="triton")
+    return reg
+
+
+@pytest.mark.parametrize("scheme, env, want", [
+    ("unquantized", {}, "triton"),  # the seeds' unquantized path uses AITER only when enabled
+    ("unquantized", {"VLLM_ROCM_USE_AITER": "1"}, "aiter"),
+    ("fp8-tensor-token", {}, "aiter"),  # first in the seeds' fp8 order
+    ("fp8-tensor-token", {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MOE": "0"}, "reference"),  # triton has no fnuz
+    ("fp8-tensor-token", {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MOE": "1"}, "aiter"),
+])
+def test_vllm_compat_on_mi300x(reg_with_triton, scheme, env, want):
+    s = quant.scheme(scheme)
+    sel = select(CFG, s.weight_key, s.activation_key, platform=preset("mi300x"), registry=reg_with_triton,
+                 environ={"MOE_CORE_COMPAT": "vllm", **env})
+    assert sel.name == want, sel.explain()
