@@ -1,0 +1,133 @@
+"""The binding's calls against fake vLLM modules whose functions have exactly the recorded signatures.
+
+The fakes live in this test only: they are inserted into ``sys.modules`` for one test and never registered.
+"""
+
+import inspect
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from moe_core.config import MoEConfig
+from moe_core.quant import scheme
+from moe_core.routing import Routing
+from moe_core.weights import quantize_experts
+from moe_core_marlin import contract
+from moe_core_marlin.kernel import MarlinKernel
+from moe_core_marlin.layout import gptq_pack, unsigned_codes
+from moe_core_marlin.provider import MarlinUnavailableError
+
+E, H, I, T, K_TOP = 4, 128, 128, 5, 2
+CFG = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, dtype=torch.bfloat16)
+SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13}
+
+
+def signature(record: contract.FunctionContract) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([
+        inspect.Parameter(name, kind, **({} if i < record.required else {"default": None}))
+        for i, name in enumerate(record.parameters)
+    ])
+
+
+@dataclass
+class FakeVllm:
+    """Fake provider modules recording every call, bound to the recorded signature."""
+
+    calls: list = field(default_factory=list)
+
+    def fake(self, record, result):
+        sig = signature(record)
+
+        def call(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)  # TypeError when the binding's call does not match the record
+            self.calls.append((record.name, bound.arguments))
+            return result(**bound.arguments)
+
+        call.__signature__ = sig
+        return call
+
+    def install(self, monkeypatch):
+        def repack(b_q_weight, perm, size_k, size_n, num_bits, **_):
+            return torch.zeros((b_q_weight.shape[0], size_k // 16, size_n * num_bits // 2), dtype=torch.int32)
+
+        def zero_points(zp, size_k, size_n, num_bits, **_):
+            return torch.zeros((size_k, size_n * num_bits // 32), dtype=torch.int32)
+
+        modules = {
+            contract.GPTQ_MARLIN_MOE_REPACK: repack,
+            contract.MARLIN_MOE_PERMUTE_SCALES: lambda s, **_: s,
+            contract.MARLIN_ZERO_POINTS: zero_points,
+            contract.FUSED_MARLIN_MOE: lambda hidden_states, **_: torch.zeros_like(hidden_states),
+        }
+        for record, result in modules.items():
+            module = sys.modules.get(record.module)
+            if not isinstance(module, types.ModuleType) or not getattr(module, "__fake__", False):
+                module = types.ModuleType(record.module)
+                module.__fake__ = True
+                monkeypatch.setitem(sys.modules, record.module, module)
+            setattr(module, record.name, self.fake(record, result))
+        scalar_module = types.ModuleType(contract.SCALAR_TYPES_MODULE)
+        setattr(scalar_module, contract.SCALAR_TYPES_ATTR, types.SimpleNamespace(**{n: types.SimpleNamespace(id=i) for n, i in SCALAR_IDS.items()}))
+        monkeypatch.setitem(sys.modules, contract.SCALAR_TYPES_MODULE, scalar_module)
+
+    def named(self, name):
+        return [args for n, args in self.calls if n == name]
+
+
+def run(name, monkeypatch):
+    fake = FakeVllm()
+    fake.install(monkeypatch)
+    keys = scheme(name).keys
+    gen = torch.Generator().manual_seed(0)
+    weights = quantize_experts(torch.randn(E, 2 * I, H, generator=gen), torch.randn(E, H, I, generator=gen), keys[0])
+    kernel = MarlinKernel(CFG, *keys)
+    prepared = kernel.prepare_weights(weights)
+    x = torch.randn(T, H, generator=gen).to(torch.bfloat16)
+    routing = Routing(topk_ids=torch.randint(0, E, (T, K_TOP), generator=gen), topk_weights=torch.rand(T, K_TOP, generator=gen))
+    out = kernel.apply(x, prepared, routing)
+    return fake, prepared, out
+
+
+@pytest.mark.parametrize("name, bits", [("w4a16", 4), ("w4a16-zp", 4), ("w8a16", 8)])
+def test_calls_bind_to_the_record_with_the_right_shapes(monkeypatch, name, bits):
+    fake, prepared, out = run(name, monkeypatch)
+    assert out.shape == (T, H) and out.dtype == torch.bfloat16
+    repacks = fake.named("gptq_marlin_moe_repack")
+    assert [(a["size_k"], a["size_n"]) for a in repacks] == [(H, 2 * I), (I, H)]  # w13 then w2
+    for a in repacks:
+        assert a["num_bits"] == bits and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
+        assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] * bits // 32, a["size_n"])
+    for a in fake.named("marlin_moe_permute_scales"):
+        assert a["s"].shape == (E, a["size_k"] // 128, a["size_n"]) and a["s"].dtype == torch.bfloat16 and a["group_size"] == 128
+    zero_calls = fake.named("marlin_zero_points")
+    assert len(zero_calls) == (2 * E if name == "w4a16-zp" else 0)
+    for a in zero_calls:
+        assert a["zp"].dtype == torch.int32 and a["zp"].shape == (a["size_k"], a["size_n"]) and a["num_bits"] == bits
+    (call,) = fake.named("fused_marlin_moe")
+    assert call["w1"] is prepared.w13 and call["w2"] is prepared.w2
+    assert call["quant_type_id"] == SCALAR_IDS[contract.SCALAR_TYPE_BY_SCHEME[name]]
+    assert call["topk_weights"].dtype == torch.float32 and call["topk_ids"].dtype == torch.int32
+    assert call["activation"] == "silu" and call["global_num_experts"] == E
+    assert (call["w1_zeros"] is None) == (name != "w4a16-zp")
+
+
+def test_gptq_pack_puts_code_k_in_bits_of_word_k_div_pack():
+    codes = torch.randint(0, 16, (2, 8, 16))
+    packed = gptq_pack(codes, 4).to(torch.int64) & 0xFFFFFFFF
+    back = torch.stack([(packed >> (4 * i)) & 0xF for i in range(8)], dim=2).flatten(1, 2)  # [E, K, N]
+    assert torch.equal(back.transpose(1, 2), codes)
+    nibbles = torch.tensor([[[0x21, 0x43]]], dtype=torch.uint8)
+    assert unsigned_codes(nibbles, 4).tolist() == [[[1, 2, 3, 4]]]
+
+
+def test_typed_error_when_vllm_is_absent(monkeypatch):
+    for record in (contract.GPTQ_MARLIN_MOE_REPACK, contract.FUSED_MARLIN_MOE):
+        monkeypatch.setitem(sys.modules, record.module, None)
+    keys = scheme("w4a16").keys
+    weights = quantize_experts(torch.randn(E, 2 * I, H), torch.randn(E, H, I), keys[0])
+    with pytest.raises(MarlinUnavailableError, match="pip install vllm"):
+        MarlinKernel(CFG, *keys).prepare_weights(weights)
