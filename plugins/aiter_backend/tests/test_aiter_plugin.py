@@ -122,3 +122,10 @@ def test_vllm_compat_on_mi300x(reg_with_triton, scheme, env, want):
     sel = select(CFG, s.weight_key, s.activation_key, platform=preset("mi300x"), registry=reg_with_triton,
                  environ={"MOE_CORE_COMPAT": "vllm", **env})
     assert sel.name == want, sel.explain()
+
+
+def test_discovered_through_its_entry_point():
+    from importlib.metadata import entry_points
+
+    (ep,) = [e for e in entry_points(group="moe_core.plugins") if e.name == "aiter"]
+    assert ep.value == "moe_core_aiter.plugin" and ep.dist.name == "moe-core-aiter"
