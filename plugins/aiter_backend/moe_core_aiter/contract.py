@@ -7,27 +7,10 @@ through these records, and ``tests/test_contract.py`` checks every call it makes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from moe_core.provider import FunctionContract
 
 #: The ROCm/aiter commit the records below were read from.
 AITER_COMMIT = "e4048607a535ace3a2b51ded31b1c8c2d45c0879"
-
-
-@dataclass(frozen=True)
-class FunctionContract:
-    """One provider function: where it lives and its parameter names, in order.
-
-    The first ``required`` parameters have no default; the rest do.
-    """
-
-    module: str
-    name: str
-    parameters: tuple[str, ...]
-    required: int
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module}.{self.name}"
 
 
 #: ``aiter/fused_moe.py: fused_moe`` — w1 [E, 2I, H] (gate rows then up rows), w2 [E, H, I].

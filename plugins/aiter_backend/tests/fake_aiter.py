@@ -7,22 +7,12 @@ TypeError) and recorded. Never registered as a plugin or installed.
 from __future__ import annotations
 
 import enum
-import inspect
 import sys
 import types
 
 import torch
 
 from moe_core_aiter import contract
-
-
-def signature(record: contract.FunctionContract) -> inspect.Signature:
-    """The signature a contract records: required parameters first, the rest with defaults."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature([
-        inspect.Parameter(name, kind) if i < record.required else inspect.Parameter(name, kind, default=None)
-        for i, name in enumerate(record.parameters)
-    ])
 
 
 class FakeAiter:
@@ -42,7 +32,7 @@ class FakeAiter:
         self._add(contract.SHUFFLE_WEIGHT, lambda args: args["x"])
 
     def _add(self, record: contract.FunctionContract, result) -> None:
-        sig = signature(record)
+        sig = record.signature()
 
         def fake(*args, **kwargs):
             bound = sig.bind(*args, **kwargs).arguments

@@ -3,34 +3,17 @@
 Read from vllm-project/vllm: ``vllm/model_executor/layers/fused_moe/fused_marlin_moe.py`` and
 ``vllm/_custom_ops.py`` at :data:`VLLM_COMMIT`, ``vllm/model_executor/layers/quantization/utils/
 marlin_utils.py`` at :data:`VLLM_MARLIN_UTILS_COMMIT`. The binding looks its functions up through
-these records, and ``tests/test_contract.py`` checks every call it makes binds to them.
+these records, and ``tests/test_marlin_contract.py`` checks every call it makes binds to them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from moe_core.provider import FunctionContract
 
 #: The vllm-project/vllm commit fused_marlin_moe.py and _custom_ops.py were read from.
 VLLM_COMMIT = "00a130a03146d74300d01c0bcf806f323f887fbb"
 #: The commit marlin_utils.py was read from (the constants and the scale/zero-point helpers).
 VLLM_MARLIN_UTILS_COMMIT = "007d50058a06dec0f82472d63c819244d460c40d"
-
-
-@dataclass(frozen=True)
-class FunctionContract:
-    """One provider function: where it lives and its parameter names, in order.
-
-    The first ``required`` parameters have no default; the rest do.
-    """
-
-    module: str
-    name: str
-    parameters: tuple[str, ...]
-    required: int
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module}.{self.name}"
 
 
 _MARLIN_UTILS = "vllm.model_executor.layers.quantization.utils.marlin_utils"

@@ -3,7 +3,6 @@
 The fakes live in this test only: they are inserted into ``sys.modules`` for one test and never registered.
 """
 
-import inspect
 import sys
 import types
 from dataclasses import dataclass, field
@@ -25,14 +24,6 @@ CFG = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, 
 SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13}
 
 
-def signature(record: contract.FunctionContract) -> inspect.Signature:
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature([
-        inspect.Parameter(name, kind, **({} if i < record.required else {"default": None}))
-        for i, name in enumerate(record.parameters)
-    ])
-
-
 @dataclass
 class FakeVllm:
     """Fake provider modules recording every call, bound to the recorded signature."""
@@ -40,7 +31,7 @@ class FakeVllm:
     calls: list = field(default_factory=list)
 
     def fake(self, record, result):
-        sig = signature(record)
+        sig = record.signature()
 
         def call(*args, **kwargs):
             bound = sig.bind(*args, **kwargs)  # TypeError when the binding's call does not match the record
