@@ -11,7 +11,6 @@ import argparse
 import itertools
 import sys
 
-
 from moe_core.bench.harness import _capture
 from moe_core.bench.report import save_experiment
 from moe_core.bench.timing import Timer
