@@ -1,12 +1,14 @@
 """moe-core: a plugin registry for fused Mixture-of-Experts GPU kernels.
 
 Describe a layer (:class:`MoEConfig`, quant keys), ask :func:`select` which backend should run it
-and why, and run it with :class:`MoELayer`. Plugins register backends through the
+and why (:func:`select_pair` for expert-parallel layers: dispatcher and experts together), and run
+it with :class:`MoELayer`. Plugins register backends through the
 ``moe_core.plugins`` entry-point group (see docs/plugin-authoring.md).
 """
 
 from moe_core import quant as schemes
 from moe_core.config import AUTO, Activation, ActivationFormat, MoEConfig, ParallelConfig
+from moe_core.dispatch import Dispatcher, DispatchSpec, ExpertCapacityError, ExpertParallelGroup
 from moe_core.errors import (
     BackendUnsupportedError,
     InvalidConfigError,
@@ -19,6 +21,7 @@ from moe_core.errors import (
 from moe_core.hookspecs import hookimpl
 from moe_core.kernel import MoEKernel
 from moe_core.layer import MoELayer
+from moe_core.pair import PairSelection, select_pair
 from moe_core.platform import DeviceKind, Platform
 from moe_core.quant import QuantFamily, QuantKey, QuantScheme
 from moe_core.registry import Registry, default_registry
@@ -31,9 +34,10 @@ from moe_core.weights import ExpertWeights, GateUpOrder, quantize_experts
 
 __all__ = [
     "AUTO", "Activation", "ActivationFormat", "BackendSpec", "BackendUnsupportedError", "BatchedRouting",
-    "Candidate", "CandidateStatus", "DeviceKind", "ExpertWeights", "GateUpOrder", "InvalidConfigError",
+    "Candidate", "CandidateStatus", "DeviceKind", "DispatchSpec", "Dispatcher", "ExpertCapacityError",
+    "ExpertParallelGroup", "ExpertWeights", "GateUpOrder", "InvalidConfigError",
     "InvalidEnvironmentError", "KernelInputError", "MoECoreError", "MoEConfig", "MoEKernel", "MoELayer",
-    "NoBackendError", "ParallelConfig", "Platform", "QuantFamily", "QuantKey", "QuantScheme",
+    "NoBackendError", "PairSelection", "ParallelConfig", "Platform", "QuantFamily", "QuantKey", "QuantScheme",
     "Registry", "Routing", "Selection", "SelectionSource", "Support", "SupportQuery", "UnknownBackendError",
-    "default_registry", "hookimpl", "quantize_experts", "schemes", "select",
+    "default_registry", "hookimpl", "quantize_experts", "schemes", "select", "select_pair",
 ]

@@ -47,19 +47,28 @@ class ParallelConfig:
     Attributes:
         tp_size, ep_size, dp_size: tensor-, expert- and data-parallel sizes.
         use_batched_activation_format: True when tokens arrive in the BATCHED_EXPERTS format
-            (expert-parallel dispatch); selects batched kernels.
+            (expert-parallel dispatch); selects batched kernels. For an expert-parallel layer
+            selected as a (dispatch, experts) pair (:func:`moe_core.select_pair`), True restricts
+            the pair to the batched format and False lets the pair choose the format
+            (docs/expert-parallel.md).
+        dispatch_backend: ``"auto"`` or the name of a registered dispatch/combine backend to use
+            exactly in an expert-parallel layer (beats ``MOE_CORE_DISPATCH``).
     """
 
     tp_size: int = 1
     ep_size: int = 1
     dp_size: int = 1
     use_batched_activation_format: bool = False
+    dispatch_backend: str = AUTO
 
     def __post_init__(self) -> None:
         for name in ("tp_size", "ep_size", "dp_size"):
             _positive_int("ParallelConfig", name, getattr(self, name))
         if not isinstance(self.use_batched_activation_format, bool):
             raise InvalidConfigError("ParallelConfig.use_batched_activation_format must be a bool")
+        if not isinstance(self.dispatch_backend, str) or not self.dispatch_backend.strip():
+            raise InvalidConfigError(f"ParallelConfig.dispatch_backend must be 'auto' or a dispatcher name, got {self.dispatch_backend!r}")
+        object.__setattr__(self, "dispatch_backend", self.dispatch_backend.strip().lower())
 
     @property
     def use_ep(self) -> bool:

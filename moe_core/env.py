@@ -26,12 +26,13 @@ PLUGINS_DENY = "MOE_CORE_PLUGINS_DENY"
 FULL_CHECKS = "MOE_CORE_FULL_CHECKS"
 RANKING_FILE = "MOE_CORE_RANKING_FILE"
 COMPAT = "MOE_CORE_COMPAT"
+DISPATCH = "MOE_CORE_DISPATCH"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 #: Every variable that can change a selection: ours, then those read by compatibility modes.
-VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT]
+VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT, DISPATCH]
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
@@ -129,6 +130,8 @@ class EnvSettings:
         deny: MOE_CORE_PLUGINS_DENY, plugins never imported.
         full_checks: MOE_CORE_FULL_CHECKS, costly input checks (NaN/inf scans, id range on GPU).
         compat: MOE_CORE_COMPAT, ``"vllm"`` to read the vLLM variables of the seeds (docs/vllm-compat.md).
+        dispatch: MOE_CORE_DISPATCH, a dispatcher to use in expert-parallel layers as if requested
+            (docs/expert-parallel.md).
     """
 
     force: str | None = None
@@ -140,6 +143,7 @@ class EnvSettings:
     deny: tuple[str, ...] = ()
     full_checks: bool = False
     compat: str | None = None
+    dispatch: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "EnvSettings":
@@ -167,6 +171,11 @@ class EnvSettings:
             if name not in backend_names:
                 raise InvalidEnvironmentError(PRIORITY, name, "no registered backend has this name", sorted(backend_names))
 
+    def validate_dispatch(self, dispatcher_names: set[str]) -> None:
+        """Raise InvalidEnvironmentError when MOE_CORE_DISPATCH names no registered dispatcher."""
+        if self.dispatch is not None and self.dispatch not in dispatcher_names:
+            raise InvalidEnvironmentError(DISPATCH, self.dispatch, "no registered dispatcher has this name", sorted(dispatcher_names))
+
 
 @functools.lru_cache(maxsize=64)
 def parse_snapshot(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
@@ -183,6 +192,7 @@ def parse_snapshot(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
     only = env.get(ONLY)
     allow = env.get(PLUGINS_ALLOW)
     force = env.get(BACKEND, "").strip().lower()
+    dispatch = env.get(DISPATCH, "").strip().lower()
     return EnvSettings(
         force=None if force in ("", "auto") else force,
         disable=tuple(Selector.parse(DISABLE, s) for s in _split(env.get(DISABLE, ""))),
@@ -193,6 +203,7 @@ def parse_snapshot(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
         deny=_split(env.get(PLUGINS_DENY, "")),
         full_checks=parse_bool(FULL_CHECKS, env[FULL_CHECKS]) if FULL_CHECKS in env else False,
         compat=_compat(env.get(COMPAT, "")),
+        dispatch=None if dispatch in ("", "auto") else dispatch,
     )
 
 

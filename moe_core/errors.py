@@ -27,11 +27,11 @@ class InvalidEnvironmentError(MoECoreError, ValueError):
 class UnknownBackendError(MoECoreError, ValueError):
     """A backend name that no installed plugin registers."""
 
-    def __init__(self, name: str, valid: Iterable[str], where: str = "moe_backend"):
+    def __init__(self, name: str, valid: Iterable[str], where: str = "moe_backend", kind: str = "MoE backend"):
         self.name = name
         self.valid = tuple(sorted(valid))
         super().__init__(
-            f"{where}={name!r} is not a registered MoE backend. Registered backends: "
+            f"{where}={name!r} is not a registered {kind}. Registered {kind.split()[-1]}s: "
             f"{', '.join(self.valid) or '(none)'}. Install the plugin that provides it "
             "(see `moe-core list`) or pick one of these."
         )
@@ -40,13 +40,13 @@ class UnknownBackendError(MoECoreError, ValueError):
 class BackendUnsupportedError(MoECoreError, ValueError):
     """An explicitly requested (or environment-forced) backend cannot run this layer."""
 
-    def __init__(self, name: str, source: str, reasons: Iterable[str], table: str):
+    def __init__(self, name: str, source: str, reasons: Iterable[str], table: str, kind: str = "MoE backend"):
         self.name = name
         self.source = source
         self.reasons = tuple(reasons)
         why = "; ".join(self.reasons) or "no reason given"
         super().__init__(
-            f"MoE backend {name!r} ({source}) does not support this layer since {why}.\n{table}\n"
+            f"{kind} {name!r} ({source}) does not support this layer since {why}.\n{table}\n"
             "Drop the request to let moe-core choose, or change the layer configuration."
         )
 
@@ -54,10 +54,10 @@ class BackendUnsupportedError(MoECoreError, ValueError):
 class NoBackendError(MoECoreError, NotImplementedError):
     """No candidate backend supports the layer (the seeds raise NotImplementedError here too)."""
 
-    def __init__(self, summary: str, table: str):
+    def __init__(self, summary: str, table: str, subject: str = "MoE backend"):
         self.table = table
         super().__init__(
-            f"No MoE backend supports the deployment configuration ({summary}).\n{table}\n"
+            f"No {subject} supports the deployment configuration ({summary}).\n{table}\n"
             "Install a plugin that supports it, relax MOE_CORE_DISABLE / MOE_CORE_ONLY, or change the layer."
         )
 

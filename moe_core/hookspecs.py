@@ -68,3 +68,26 @@ def moe_core_supports(backend, config, weight_key, activation_key, activation_fo
     cached. An exception or a non-Support return value counts as "not supported", with the error
     as the reason, and is reported by ``moe-core doctor``; it never breaks selection.
     """
+
+
+@hookspec
+def moe_core_dispatchers() -> "Sequence[DispatchSpec]":  # noqa: F821
+    """Return the :class:`~moe_core.dispatch.spec.DispatchSpec` objects (expert-parallel
+    dispatch/combine backends) this plugin provides.
+
+    Same rules as :func:`moe_core_backends`: called once at registration, cheap, names unique
+    across plugins (a clash keeps the spec of the plugin whose distribution sorts first).
+    Dispatcher names live apart from experts-backend names. docs/expert-parallel.md shows a
+    vendor transport plugged in this way.
+    """
+
+
+@hookspec
+def moe_core_dispatch_supports(dispatcher, config, weight_key, activation_key, platform) -> "Support | None":  # noqa: F821
+    """Say whether ``dispatcher`` can serve this expert-parallel layer; a Support or None.
+
+    The plugin that registered the dispatcher answers (NVLink or RDMA present, hidden size its
+    buffers allow, ...); every other plugin returns None or vetoes, as in :func:`moe_core_supports`.
+    The core has already checked the declaration (world size, devices, required packages).
+    ``platform`` may be simulated: never query the real GPUs here.
+    """

@@ -8,13 +8,16 @@ from typing import Mapping
 import torch
 
 from moe_core.config import MoEConfig
-from moe_core.errors import MoECoreError
+from moe_core.dispatch.base import Dispatcher, ExpertParallelGroup
+from moe_core.errors import KernelInputError, MoECoreError
 from moe_core.kernel import MoEKernel
 from moe_core.platform import Platform
 from moe_core.quant import QuantKey
 from moe_core.registry import Registry, default_registry
+from moe_core.pair import PairSelection, select_pair
 from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
+from moe_core.routing_guard import RoutingErrorCounter
 from moe_core.selection import Selection
 from moe_core.weights import ExpertWeights
 
@@ -36,6 +39,12 @@ class MoELayer:
     for its token count. When that kernel's ``check_shapes``
     refuses an input, the next eligible backend of the selection (in rank order) runs it; the
     switch is logged at WARNING, and that backend's weights are prepared on first use.
+
+    An expert-parallel layer (``config.parallel.ep_size > 1``) holds this rank's experts only
+    (``weights`` has ``num_experts / ep_size`` of them: global experts ``[rank * L, (rank + 1) * L)``),
+    takes this rank's tokens with routing over global expert ids, and runs the (dispatcher, experts
+    backend) pair of :func:`~moe_core.pair.select_pair` (:attr:`pair`) over ``ep_group`` (default:
+    the world group); every rank must call it together (docs/expert-parallel.md).
     """
 
     def __init__(
@@ -48,8 +57,17 @@ class MoELayer:
         platform: Platform | None = None,
         registry: Registry | None = None,
         environ: Mapping[str, str] | None = None,
+        ep_group: ExpertParallelGroup | None = None,
     ):
         self.registry = default_registry() if registry is None else registry
+        self.pair: PairSelection | None = None
+        self.dispatcher: Dispatcher | None = None
+        if config.parallel.use_ep:
+            self.pair = select_pair(config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ)
+            config = self.pair.config  # the activation format the pair chose
+            self.dispatcher = self.pair.dispatcher.load()(config, ep_group if ep_group is not None else ExpertParallelGroup())
+        elif ep_group is not None:
+            raise KernelInputError("ep_group", "was given but the layer is not expert-parallel: set MoEConfig.parallel.ep_size")
         self._select = lambda tokens: select(  # noqa: E731 - cached by the resolver
             config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ, num_tokens=tokens
         )
@@ -71,6 +89,11 @@ class MoELayer:
     def backend(self) -> str:
         return self.selection.name
 
+    @property
+    def dispatcher_name(self) -> str | None:
+        """The expert-parallel dispatcher's name; None when the layer is not expert-parallel."""
+        return None if self.pair is None else self.pair.dispatcher.name
+
     def check(self) -> None:
         """Synchronise and raise :class:`~moe_core.routing_guard.InvalidRoutingError` if any earlier call
         met invalid routing values (ids, expert-map entries or batched counts); resets the count.
@@ -78,8 +101,12 @@ class MoELayer:
         Engines call this where a host sync is acceptable, and after replaying CUDA graphs (a graph
         replay records bad values on the device, but only a host-side call can report them).
         """
-        for kernel, _ in self._kernels.values():
-            kernel.routing_errors.check()
+        for counter in self._counters():
+            counter.check()
+
+    def _counters(self) -> list[RoutingErrorCounter]:
+        counters = [kernel.routing_errors for kernel, _ in self._kernels.values()]
+        return counters + list(self.dispatcher.counters() if self.dispatcher is not None else ())
 
     def __call__(
         self,
@@ -89,8 +116,22 @@ class MoELayer:
         expert_map: torch.Tensor | None = None,
         apply_router_weight_on_input: bool = False,
     ) -> torch.Tensor:
-        for kernel, _ in self._kernels.values():  # bad routing of an earlier call, if its report reached the host
-            kernel.routing_errors.poll()
+        for counter in self._counters():  # bad routing of an earlier call, if its report reached the host
+            counter.poll()
+        if self.dispatcher is None:
+            return self._run(hidden_states, routing, expert_map, apply_router_weight_on_input)
+        if expert_map is not None or apply_router_weight_on_input:
+            raise KernelInputError("expert_map" if expert_map is not None else "apply_router_weight_on_input",
+                                   "is not taken by an expert-parallel layer: its dispatcher places the experts")
+        self.dispatcher.check_inputs(hidden_states, routing)
+        sent = self.dispatcher.dispatch(hidden_states, routing)
+        out = self._run(sent.hidden_states, sent.routing, sent.expert_map, False)
+        for counter in self.dispatcher.counters():
+            counter.snapshot()
+        return self.dispatcher.combine(out, sent)
+
+    def _run(self, hidden_states, routing, expert_map, apply_router_weight_on_input) -> torch.Tensor:
+        """The experts on this rank: the selected kernel, or the next eligible one that accepts the shape."""
         refusals = []
         selection = self._select(hidden_states.shape[0])  # a measured ranking may prefer another backend here
         for name in dict.fromkeys((selection.name, *selection.fallbacks)):

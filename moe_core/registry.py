@@ -19,6 +19,7 @@ import pluggy
 
 from moe_core import hookspecs
 from moe_core import env as env_vars
+from moe_core.dispatch.spec import DispatchSpec
 from moe_core.env import EnvSettings
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
@@ -29,6 +30,24 @@ ENTRY_POINT_GROUP = "moe_core.plugins"
 IN_PROCESS = "<in-process>"
 BUILTIN_PLUGIN = "reference"
 BUILTIN_MODULE = "moe_core.reference.plugin"
+#: Plugins that ship with the core, registered by every Registry(builtin=True): (name, module).
+BUILTINS = ((BUILTIN_PLUGIN, BUILTIN_MODULE), ("torch_distributed", "moe_core.dispatch.builtin"))
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of declaration the registry keeps: experts backends or dispatchers."""
+
+    label: str
+    declare_hook: str
+    supports_hook: str
+    spec_type: type
+    argument: str
+
+
+BACKENDS = _Kind("backend", "moe_core_backends", "moe_core_supports", BackendSpec, "backend")
+DISPATCHERS = _Kind("dispatcher", "moe_core_dispatchers", "moe_core_dispatch_supports", DispatchSpec, "dispatcher")
+_KINDS = (BACKENDS, DISPATCHERS)
 
 
 class PluginStatus(enum.Enum):
@@ -67,10 +86,10 @@ _registry_ids = itertools.count(1)
 
 
 class Registry:
-    """Backends and the plugins that provide them.
+    """Backends, dispatchers and the plugins that provide them.
 
-    ``version`` changes whenever the set of plugins or backends changes, so that cached selections
-    are never served from a stale registry.
+    ``version`` changes whenever the set of plugins, backends or dispatchers changes, so that cached
+    selections are never served from a stale registry.
     """
 
     def __init__(self, *, autoload: bool | None = None, environ: Mapping[str, str] | None = None, builtin: bool = True):
@@ -82,14 +101,15 @@ class Registry:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         self._records: dict[str, PluginRecord] = {}
-        self._declared: dict[str, tuple[BackendSpec, ...]] = {}
-        self._specs: dict[str, BackendSpec] = {}
+        self._declared: dict[_Kind, dict[str, tuple[Any, ...]]] = {kind: {} for kind in _KINDS}
+        self._tables: dict[_Kind, dict[str, Any]] = {kind: {} for kind in _KINDS}
         self._problems: dict[tuple[str, str, str], PluginProblem] = {}
         self._lock = threading.RLock()
         if builtin:
             import importlib
 
-            self.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN_PLUGIN, distribution="moe-core", version=_dist_version("moe-core"))
+            for name, module in BUILTINS:
+                self.register(importlib.import_module(module), name=name, distribution="moe-core", version=_dist_version("moe-core"))
         if self._settings.autoload if autoload is None else autoload:
             self.load_entry_points()
 
@@ -131,7 +151,8 @@ class Registry:
                 self._fail(name, distribution, version, "register", exc)
                 return
             self._records[name] = PluginRecord(name, distribution, version, PluginStatus.LOADED)
-            self._declared[name] = self._collect_specs(name, distribution, version)
+            for kind in _KINDS:
+                self._declared[kind][name] = self._collect_specs(kind, name, distribution, version)
             self._rebuild()
 
     def unregister(self, name: str) -> None:
@@ -142,36 +163,43 @@ class Registry:
             if self._pm.has_plugin(name):
                 self._pm.unregister(name=name)
             del self._records[name]
-            self._declared.pop(name, None)
+            for declared in self._declared.values():
+                declared.pop(name, None)
             self._problems = {k: v for k, v in self._problems.items() if v.plugin != name}
             self._rebuild()
 
-    def _collect_specs(self, name: str, dist: str, version: str) -> tuple[BackendSpec, ...]:
-        impls = [i for i in self._pm.hook.moe_core_backends.get_hookimpls() if i.plugin_name == name]
-        specs: list[BackendSpec] = []
+    def _collect_specs(self, kind: _Kind, name: str, dist: str, version: str) -> tuple[Any, ...]:
+        impls = [i for i in getattr(self._pm.hook, kind.declare_hook).get_hookimpls() if i.plugin_name == name]
+        specs: list[Any] = []
         for impl in impls:
             try:
                 returned = impl.function()
             except Exception as exc:  # noqa: BLE001
-                self._problem(name, dist, version, "moe_core_backends", f"raised {type(exc).__name__}: {exc}")
+                self._problem(name, dist, version, kind.declare_hook, f"raised {type(exc).__name__}: {exc}")
                 continue
             if returned is None:
                 continue
             items = returned if isinstance(returned, (list, tuple)) else [returned]
             for item in items:
-                if not isinstance(item, BackendSpec):
-                    self._problem(name, dist, version, "moe_core_backends", f"returned {type(item).__name__} {item!r:.80}, not a BackendSpec")
+                if not isinstance(item, kind.spec_type):
+                    self._problem(name, dist, version, kind.declare_hook,
+                                  f"returned {type(item).__name__} {item!r:.80}, not a {kind.spec_type.__name__}")
                     continue
                 specs.append(replace(item, plugin=name))
         return tuple(specs)
 
     def _rebuild(self) -> None:
-        """Recompute the backend table; name clashes go to the plugin sorting first."""
+        """Recompute the backend and dispatcher tables; name clashes go to the plugin sorting first."""
         self._problems = {k: v for k, v in self._problems.items() if v.stage != "name clash"}
-        owners = sorted(self._declared, key=lambda p: (self._records[p].distribution, p))
-        specs: dict[str, BackendSpec] = {}
-        for plugin in owners:
-            for spec in self._declared[plugin]:
+        for kind in _KINDS:
+            self._tables[kind] = self._merge(kind)
+        self.version += 1
+
+    def _merge(self, kind: _Kind) -> dict[str, Any]:
+        declared = self._declared[kind]
+        specs: dict[str, Any] = {}
+        for plugin in sorted(declared, key=lambda p: (self._records[p].distribution, p)):
+            for spec in declared[plugin]:
                 kept = specs.get(spec.name)
                 if kept is None:
                     specs[spec.name] = spec
@@ -179,11 +207,10 @@ class Registry:
                 winner, loser = self._records[kept.plugin], self._records[plugin]
                 self._problem(
                     plugin, loser.distribution, loser.version, "name clash",
-                    f"backend {spec.name!r} is already registered by plugin {winner.name!r} of distribution "
+                    f"{kind.label} {spec.name!r} is already registered by plugin {winner.name!r} of distribution "
                     f"{winner.distribution!r}; this plugin's spec is ignored (the plugin whose distribution sorts first keeps the name)",
                 )
-        self._specs = dict(sorted(specs.items()))
-        self.version += 1
+        return dict(sorted(specs.items()))
 
     # ------------------------------------------------------------------ problems
     def _fail(self, name: str, dist: str, version: str, stage: str, exc: BaseException) -> None:
@@ -201,8 +228,13 @@ class Registry:
     # ------------------------------------------------------------------ queries
     @property
     def specs(self) -> Mapping[str, BackendSpec]:
-        """Registered backends by name (sorted by name)."""
-        return self._specs
+        """Registered experts backends by name (sorted by name)."""
+        return self._tables[BACKENDS]
+
+    @property
+    def dispatchers(self) -> Mapping[str, DispatchSpec]:
+        """Registered dispatch/combine backends by name (sorted by name)."""
+        return self._tables[DISPATCHERS]
 
     @property
     def plugins(self) -> tuple[PluginRecord, ...]:
@@ -214,18 +246,25 @@ class Registry:
 
     @property
     def families(self) -> set[str]:
-        return {s.family for s in self._specs.values()}
+        return {s.family for s in self.specs.values()}
 
     def get(self, name: str) -> BackendSpec | None:
-        return self._specs.get(name)
+        return self.specs.get(name)
 
     def supports(self, spec: BackendSpec, query: SupportQuery) -> Support:
         """Declared checks, then the owner's answer and every other plugin's veto."""
+        return self._ask(BACKENDS, spec, query)
+
+    def dispatch_supports(self, spec: DispatchSpec, query: SupportQuery) -> Support:
+        """The same for a dispatcher: declared checks, the owner's answer, every other plugin's veto."""
+        return self._ask(DISPATCHERS, spec, query)
+
+    def _ask(self, kind: _Kind, spec: Any, query: SupportQuery) -> Support:
         declared = spec.declared_reasons(query)
         if declared:
             return Support.no(*declared)
         kwargs = {
-            "backend": spec,
+            kind.argument: spec,
             "config": query.config,
             "weight_key": query.weight_key,
             "activation_key": query.activation_key,
@@ -233,20 +272,20 @@ class Registry:
             "platform": query.platform,
         }
         result = Support.yes()
-        for impl in sorted(self._pm.hook.moe_core_supports.get_hookimpls(), key=lambda i: i.plugin_name):
+        for impl in sorted(getattr(self._pm.hook, kind.supports_hook).get_hookimpls(), key=lambda i: i.plugin_name):
             record = self._records[impl.plugin_name]
             try:
                 answer = impl.function(**{a: kwargs[a] for a in impl.argnames})
             except Exception as exc:  # noqa: BLE001
                 message = f"raised {type(exc).__name__}: {exc}"
-                self._problem(record.name, record.distribution, record.version, "moe_core_supports", message)
+                self._problem(record.name, record.distribution, record.version, kind.supports_hook, message)
                 result = result & Support.no(f"plugin {record.name!r} {message}")
                 continue
             if answer is None:
                 continue
             if not isinstance(answer, Support):
                 message = f"returned {type(answer).__name__} {answer!r:.80}, not a Support"
-                self._problem(record.name, record.distribution, record.version, "moe_core_supports", message)
+                self._problem(record.name, record.distribution, record.version, kind.supports_hook, message)
                 result = result & Support.no(f"plugin {record.name!r} {message}")
                 continue
             if impl.plugin_name == spec.plugin:

@@ -61,6 +61,8 @@ class RoutingErrorCounter:
 
     #: Seconds between two asynchronous copies to the host (see :meth:`snapshot`).
     min_interval_s = 1e-3
+    #: Raised for counted values: called as ``error(argument, count, smallest, largest, valid)``.
+    error: type[Exception] = InvalidRoutingError
 
     def __init__(self, argument: str, valid: str):
         self.argument = argument
@@ -152,7 +154,7 @@ class RoutingErrorCounter:
 
     def _raise(self, new: int, values: list[int]) -> None:
         if new > 0:
-            raise InvalidRoutingError(self.argument, new, values[1], values[2], self.valid)
+            raise self.error(self.argument, new, values[1], values[2], self.valid)
 
 
 def _capturing() -> bool:

@@ -74,19 +74,21 @@ def render_table(query: SupportQuery, candidates: tuple[Candidate, ...]) -> str:
         + (f" ep={cfg.parallel.ep_size}" if cfg.parallel.use_ep else "")
         + f" | platform: {query.platform.describe()}"
     )
-    rows = [("#", "backend", "family", "plugin", "prio", "status", "reasons")]
+    return "\n".join([head, *candidate_lines(candidates, "backend", "(no backend claims this scheme)")])
+
+
+def candidate_lines(candidates: tuple[Candidate, ...], noun: str, empty: str) -> list[str]:
+    """The aligned rows of a candidate table (header first); ``empty`` fills a table with no row."""
+    rows = [("#", noun, "family", "plugin", "prio", "status", "reasons")]
     for i, c in enumerate(candidates, 1):
         reasons = c.support.explain() if (c.support.reasons or not c.support.ok) else "supported"
         if c.note:
             reasons = f"{c.note}; {reasons}"
         rows.append((str(i), c.name, c.family, c.plugin, str(c.priority), c.status.value, reasons))
     if len(rows) == 1:
-        rows.append(("-", "(no backend claims this scheme)", "", "", "", "", ""))
+        rows.append(("-", empty, "", "", "", "", ""))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    lines = [head]
-    for r in rows:
-        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6])
-    return "\n".join(lines)
+    return ["  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6] for r in rows]
 
 
 @dataclass(frozen=True)

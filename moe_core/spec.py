@@ -29,6 +29,29 @@ def _key_pairs(schemes: Iterable[QuantScheme | KeyPair]) -> frozenset[KeyPair]:
     return frozenset(pairs)
 
 
+def check_name(owner: str, attr: str, value: object) -> None:
+    """Raise InvalidConfigError unless ``value`` is a lowercase ``[a-z][a-z0-9_]*`` name."""
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InvalidConfigError(f"{owner}.{attr} must match [a-z][a-z0-9_]*, got {value!r}")
+
+
+def check_class_ref(owner: str, attr: str, value: object) -> None:
+    """Raise InvalidConfigError unless ``value`` is a class or a ``"module:Class"`` string."""
+    if not (isinstance(value, type) or (isinstance(value, str) and ":" in value)):
+        raise InvalidConfigError(f"{owner}: {attr} must be a class or 'module:Class', got {value!r}")
+
+
+def load_class(ref: "type | str") -> type:
+    """A class given as itself or as ``"module:Qualified.Name"`` (imported on first use)."""
+    if isinstance(ref, type):
+        return ref
+    module_name, _, qualname = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 @dataclass(frozen=True)
 class Validation:
     """Where a backend's conformance numerics last passed on real hardware — or that they never did.
@@ -112,9 +135,7 @@ class BackendSpec:
 
     def __post_init__(self) -> None:
         for attr in ("name", "family"):
-            value = getattr(self, attr)
-            if not isinstance(value, str) or not _NAME.match(value):
-                raise InvalidConfigError(f"BackendSpec.{attr} must match [a-z][a-z0-9_]*, got {value!r}")
+            check_name("BackendSpec", attr, getattr(self, attr))
         if self.name == "auto":
             raise InvalidConfigError("BackendSpec.name 'auto' is reserved for automatic selection")
         if not isinstance(self.priority, int) or isinstance(self.priority, bool):
@@ -141,8 +162,7 @@ class BackendSpec:
         object.__setattr__(self, "family_priorities", tuple(sorted(normalized, key=lambda p: p[0].value)))
         if self.batched_variant is not None and not _NAME.match(str(self.batched_variant)):
             raise InvalidConfigError(f"BackendSpec {self.name!r}: batched_variant must be a backend name")
-        if not (isinstance(self.kernel, type) or (isinstance(self.kernel, str) and ":" in self.kernel)):
-            raise InvalidConfigError(f"BackendSpec {self.name!r}: kernel must be a class or 'module:Class', got {self.kernel!r}")
+        check_class_ref(f"BackendSpec {self.name!r}", "kernel", self.kernel)
 
     def priority_for(self, family: QuantFamily) -> int:
         """The default priority for one quant family."""
@@ -185,13 +205,7 @@ class BackendSpec:
 
     def load_kernel(self) -> type:
         """The kernel class, importing ``"module:Class"`` on first use."""
-        if isinstance(self.kernel, type):
-            return self.kernel
-        module_name, _, qualname = self.kernel.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return load_class(self.kernel)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,20 @@ class ExpertWeights:
             QTensor(self.w2, self.w2_scale, self.weight_key, (e, h, i), self.w2_zero, self.w2_global_scale),
         )
 
+    def shard(self, rank: int, ep_size: int) -> "ExpertWeights":
+        """The experts expert-parallel rank ``rank`` of ``ep_size`` holds: ``[rank * L, (rank + 1) * L)``, ``L = E / ep_size``.
+
+        Views, not copies; per-expert scales, zero points and global scales are sliced with them,
+        static activation scales are shared. The placement is the one moe-core's dispatchers use.
+        """
+        if ep_size < 1 or self.num_experts % ep_size or not 0 <= rank < ep_size:
+            raise KernelInputError("weights", f"cannot take shard {rank} of {ep_size} from {self.num_experts} experts "
+                                              "(ep_size must divide the experts, 0 <= rank < ep_size)")
+        per_rank = self.num_experts // ep_size
+        part = slice(rank * per_rank, (rank + 1) * per_rank)
+        names = ("w13", "w2", "w13_scale", "w2_scale", "w13_zero", "w2_zero", "w13_global_scale", "w2_global_scale")
+        return replace(self, **{n: getattr(self, n)[part] for n in names if getattr(self, n) is not None})
+
     def in_gate_up_order(self) -> "ExpertWeights":
         """The same weights with w13 rows in GATE_UP order (a copy only if they were UP_GATE)."""
         if self.order is GateUpOrder.GATE_UP:

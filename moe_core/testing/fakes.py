@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from moe_core.dispatch.spec import DispatchSpec
 from moe_core.hookspecs import hookimpl
 from moe_core.kernel import MoEKernel
 from moe_core.spec import BackendSpec, SupportQuery
@@ -74,5 +75,40 @@ class VetoPlugin:
 
 def expected_support(fake: FakeBackend, query: SupportQuery) -> Support:
     """Ground truth for a fake backend: its declaration, then its rule."""
+    declared = fake.spec.declared_reasons(query)
+    return Support.no(*declared) if declared else fake.rule(query)
+
+
+@dataclass(frozen=True)
+class FakeDispatch:
+    """A dispatcher spec and the run-time rule its plugin enforces (largest hidden size its buffers take)."""
+
+    spec: DispatchSpec
+    max_hidden: int | None = None
+
+    def rule(self, query: SupportQuery) -> Support:
+        if self.max_hidden is not None and query.config.hidden_size > self.max_hidden:
+            return Support.no(f"buffers take hidden sizes up to {self.max_hidden}")
+        return Support.yes()
+
+
+class FakeDispatchPlugin:
+    """A plugin object serving fake dispatchers (selection tests only: they never move data)."""
+
+    def __init__(self, dispatchers: Sequence[FakeDispatch]):
+        self.dispatchers = {d.spec.name: d for d in dispatchers}
+
+    @hookimpl
+    def moe_core_dispatchers(self):
+        return [d.spec for d in self.dispatchers.values()]
+
+    @hookimpl
+    def moe_core_dispatch_supports(self, dispatcher, config, weight_key, activation_key, platform):
+        fake = self.dispatchers.get(dispatcher.name)
+        return None if fake is None else fake.rule(SupportQuery(config, weight_key, activation_key, platform))
+
+
+def expected_dispatch_support(fake: FakeDispatch, query: SupportQuery) -> Support:
+    """Ground truth for a fake dispatcher: its declaration, then its rule."""
     declared = fake.spec.declared_reasons(query)
     return Support.no(*declared) if declared else fake.rule(query)

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for configs, quant schemes, platforms, routing and random backend registries."""
+"""Hypothesis strategies for configs, quant schemes, platforms, routing and random backend and dispatcher registries."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.platform import PRESETS, DeviceKind, Platform
 from moe_core.quant import SCHEMES, QuantScheme
+from moe_core.dispatch.spec import DispatchSpec
 from moe_core.spec import BackendSpec
-from moe_core.testing.fakes import FakeBackend, FakeKernel
+from moe_core.testing.fakes import FakeBackend, FakeDispatch, FakeKernel
 from moe_core.config import ActivationFormat
 
 BACKEND_NAMES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
@@ -82,4 +83,32 @@ def fake_backends(draw, names=BACKEND_NAMES, likely_scheme: QuantScheme | None =
                 max_experts=draw(st.sampled_from([None, 16, 64, 256])),
             )
         )
+    return out
+
+
+DISPATCH_NAMES = ("ringo", "paul", "george", "john")
+
+
+@st.composite
+def fake_dispatchers(draw, likely_device: DeviceKind | None = None, min_size: int = 0) -> list[FakeDispatch]:
+    """min_size..4 fake dispatchers with random formats, priorities (ties likely), world sizes and rules."""
+    chosen = draw(st.lists(st.sampled_from(DISPATCH_NAMES), min_size=min_size, max_size=len(DISPATCH_NAMES), unique=True))
+    out = []
+    for name in chosen:
+        devices = draw(st.lists(st.sampled_from(list(DeviceKind)), min_size=1, max_size=3, unique=True))
+        if likely_device is not None and draw(st.integers(0, 4)):
+            devices.append(likely_device)
+        spec = DispatchSpec(
+            name=name,
+            family=draw(st.sampled_from(FAMILIES)),
+            priority=draw(st.integers(0, 3)) * 100,
+            output_format=draw(st.sampled_from(list(ActivationFormat))),
+            implementation="moe_core.dispatch.naive:NaiveDispatcher",
+            host_sync=draw(st.booleans()),
+            cuda_graph_safe=draw(st.booleans()),
+            world_sizes=draw(st.sampled_from([frozenset(), frozenset(), frozenset({2, 4}), frozenset({8})])),
+            devices=frozenset(devices),
+            auto_select=draw(st.sampled_from([True, True, True, False])),
+        )
+        out.append(FakeDispatch(spec, max_hidden=draw(st.sampled_from([None, None, 256, 4096]))))
     return out

@@ -1,0 +1,40 @@
+"""The dispatchers that ship with the core, over ``torch.distributed`` (NCCL on GPUs, gloo on CPUs).
+
+Registered by the core like any other plugin (plugin name ``torch_distributed``). Vendor transports
+(DeepEP, pplx, ...) plug in the same way from their own packages (docs/expert-parallel.md).
+"""
+
+from __future__ import annotations
+
+from moe_core.config import ActivationFormat
+from moe_core.dispatch.spec import DispatchSpec
+from moe_core.hookspecs import hookimpl
+from moe_core.platform import DeviceKind
+
+_DEVICES = frozenset({DeviceKind.CUDA, DeviceKind.ROCM, DeviceKind.CPU})
+
+SPECS = (
+    DispatchSpec(
+        name="all_to_all", family="torch_distributed", priority=200, output_format=ActivationFormat.STANDARD,
+        implementation="moe_core.dispatch.all_to_all:AllToAllDispatcher", host_sync=True, cuda_graph_safe=False,
+        devices=_DEVICES,
+        description="all_to_all_single with per-rank counts: sends each token once to each rank that needs it (prefill)",
+    ),
+    DispatchSpec(
+        name="batched_all_to_all", family="torch_distributed", priority=150, output_format=ActivationFormat.BATCHED_EXPERTS,
+        implementation="moe_core.dispatch.batched_all_to_all:BatchedAllToAllDispatcher", host_sync=False, cuda_graph_safe=True,
+        devices=_DEVICES,
+        description="fixed-capacity per-expert buffers, one all_to_all each way, overflow reported (decode, CUDA graphs)",
+    ),
+    DispatchSpec(
+        name="naive", family="torch_distributed", priority=100, output_format=ActivationFormat.STANDARD,
+        implementation="moe_core.dispatch.naive:NaiveDispatcher", host_sync=False, cuda_graph_safe=True,
+        devices=_DEVICES,
+        description="all-gather every token, reduce-scatter the results (small batches, CUDA graphs)",
+    ),
+)
+
+
+@hookimpl
+def moe_core_dispatchers():
+    return list(SPECS)

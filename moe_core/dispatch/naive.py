@@ -1,0 +1,46 @@
+"""``naive``: all-gather every rank's tokens, run the local experts on all of them, reduce-scatter.
+
+Every rank receives every token (padded to the same row count), its experts compute the pairs routed
+to them (the expert map marks the others remote), and a reduce-scatter sums the partial outputs and
+hands each rank its own rows. No host sync with a fixed ``max_tokens_per_rank``, so CUDA graphs can
+capture it; it moves ``ep`` times the tokens, so it suits small batches and small groups.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from moe_core.config import ActivationFormat
+from moe_core.dispatch.base import Dispatched, Dispatcher, pack_routing, unpack_routing
+from moe_core.routing import Routing
+
+
+class NaiveDispatcher(Dispatcher):
+    """All-gather + reduce-scatter over ``torch.distributed`` (STANDARD format)."""
+
+    output_format = ActivationFormat.STANDARD
+
+    def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
+        routing = self.drop_invalid(routing)
+        t, h = hidden_states.shape
+        rows = self.tokens_per_rank(t, hidden_states.device)
+        ep, pg = self.config.parallel.ep_size, self.group.group
+        x = hidden_states.new_zeros(rows, h)
+        x[:t] = hidden_states
+        # Padding rows carry zero weights and ids spread over all experts, so no expert gets all the idle work.
+        k, e = self.config.top_k, self.config.num_experts
+        pad = torch.arange(rows * k, device=x.device, dtype=torch.int32).view(rows, k) % e
+        meta = pack_routing(Routing(pad, torch.zeros(rows, k, device=x.device)))
+        meta[:t] = pack_routing(routing)
+        all_x = x.new_empty(ep * rows, h)
+        all_meta = meta.new_empty(ep * rows, meta.shape[1])
+        dist.all_gather_into_tensor(all_x, x, group=pg)
+        dist.all_gather_into_tensor(all_meta, meta, group=pg)
+        return Dispatched(all_x, unpack_routing(all_meta), self.expert_map(x.device), (t, rows))
+
+    def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
+        t, rows = dispatched.state
+        mine = expert_output.new_empty(rows, expert_output.shape[1])
+        dist.reduce_scatter_tensor(mine, expert_output.contiguous(), group=self.group.group)
+        return mine[:t]

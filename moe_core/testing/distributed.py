@@ -1,0 +1,47 @@
+"""Run a function on every rank of a freshly spawned process group (gloo on CPU, NCCL on GPUs).
+
+Used by the expert-parallel tests and the GPU check script::
+
+    results = spawn_group(2, my_check, "gloo", arg)     # my_check(rank, world_size, arg) -> picklable
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def spawn_group(world_size: int, fn: Callable[..., Any], backend: str = "gloo", *args: Any, timeout_s: int = 300) -> list[Any]:
+    """Start ``world_size`` processes, initialise a ``backend`` process group in each, run
+    ``fn(rank, world_size, *args)`` and return the ranks' return values in rank order.
+
+    ``fn`` must be importable by name (a module-level function). With ``backend="nccl"`` rank r uses
+    ``cuda:r``. An exception on any rank is raised here with that rank's traceback.
+    """
+    with tempfile.TemporaryDirectory(prefix="moe-core-group-") as tmp:
+        mp.start_processes(_rank_main, args=(world_size, backend, tmp, timeout_s, fn, args), nprocs=world_size,
+                           join=True, start_method="spawn")
+        return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
+
+
+def _rank_main(rank: int, world_size: int, backend: str, tmp: str, timeout_s: int, fn: Callable[..., Any], args: tuple) -> None:
+    import datetime
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"file://{tmp}/store", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s),
+                            device_id=torch.device("cuda", rank) if backend == "nccl" else None)
+    try:
+        result = fn(rank, world_size, *args)
+        torch.save(result, Path(tmp) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
