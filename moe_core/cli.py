@@ -32,7 +32,8 @@ def _layer_args(p: argparse.ArgumentParser, multi: bool = False) -> None:
     g.add_argument("--swiglu-limit", type=float, help="SwiGLU clamp limit")
     g.add_argument("--lora", action="store_true", help="LoRA adapters on the experts")
     g.add_argument("--batched", action="store_true", help="batched-experts activation format")
-    g.add_argument("--ep", type=int, default=1, help="expert-parallel size")
+    g.add_argument("--ep", type=int, default=1, help="expert-parallel size (run: launch under torchrun --nproc-per-node N)")
+    g.add_argument("--dispatch", default="auto", help="request an expert-parallel dispatcher by name")
     g.add_argument("--backend", default="auto", help="request a backend by name")
     g.add_argument("--platform", choices=sorted(PRESETS), help="simulate a platform instead of detecting this one")
 
@@ -54,7 +55,7 @@ def _config(args):
         swiglu_limit=args.swiglu_limit,
         lora_enabled=args.lora,
         moe_backend=args.backend,
-        parallel=ParallelConfig(ep_size=args.ep, use_batched_activation_format=args.batched),
+        parallel=ParallelConfig(ep_size=args.ep, use_batched_activation_format=args.batched, dispatch_backend=args.dispatch),
     )
 
 
@@ -80,6 +81,11 @@ def cmd_list(args) -> int:
                           "requires": {pkg: plat.has_package(pkg) for pkg in sorted(s.requires)},
                           "validation": dataclasses.asdict(s.validation) | {"summary": s.validation.describe()},
                           "description": s.description} for s in reg.specs.values()],
+            "dispatchers": [{"name": d.name, "family": d.family, "plugin": d.plugin, "priority": d.priority,
+                             "format": d.output_format.value, "host_sync": d.host_sync, "cuda_graph_safe": d.cuda_graph_safe,
+                             "world_sizes": sorted(d.world_sizes), "devices": sorted(k.value for k in d.devices),
+                             "auto_select": d.auto_select, "validation": d.validation.describe(),
+                             "description": d.description} for d in reg.dispatchers.values()],
         }, indent=2))
         return 0
     print("Plugins:")
@@ -94,6 +100,12 @@ def cmd_list(args) -> int:
         if s.description:
             print(f"      {s.description}")
         print(f"      {_install_status(s, plat)}; {s.validation.describe()}")
+    print("Expert-parallel dispatchers (higher priority is preferred):")
+    for d in sorted(reg.dispatchers.values(), key=lambda d: (-d.priority, d.name)):
+        print(f"  {d.name:<22} prio {d.priority:<5} family {d.family:<10} plugin {d.plugin:<12} {d.traits()}")
+        if d.description:
+            print(f"      {d.description}")
+        print(f"      {_install_status(d, plat)}; {d.validation.describe()}")
     return 0
 
 
@@ -104,11 +116,14 @@ def _install_status(spec, plat) -> str:
 
 
 def cmd_explain(args) -> int:
+    from moe_core.pair import select_pair
     from moe_core.quant import scheme
     from moe_core.resolver import select
 
     sch = scheme(args.scheme)
-    selection = select(_config(args), sch.weight_key, sch.activation_key, platform=_platform(args), num_tokens=args.tokens)
+    cfg = _config(args)
+    choose = select_pair if cfg.parallel.use_ep else select
+    selection = choose(cfg, sch.weight_key, sch.activation_key, platform=_platform(args), num_tokens=args.tokens)
     print(json.dumps(selection.to_dict(), indent=2) if args.json else selection.explain())
     return 0
 
@@ -135,6 +150,9 @@ def cmd_doctor(args) -> int:
     print("backends:")
     for spec in sorted(reg.specs.values(), key=lambda s: s.name):
         print(f"  {spec.name:<20} {_install_status(spec, plat)}; {spec.validation.describe()}")
+    print("dispatchers:")
+    for d in sorted(reg.dispatchers.values(), key=lambda d: d.name):
+        print(f"  {d.name:<20} {_install_status(d, plat)}; {d.validation.describe()}")
     problems = reg.problems
     if problems:
         print("plugin problems:")
@@ -156,11 +174,16 @@ def cmd_run(args) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg = _config(args)
     sch = scheme(args.scheme)
+    rank, group = 0, None
+    if cfg.parallel.use_ep:
+        rank, device, group = _join_process_group(args, device)
     print(f"building a random {args.preset} layer ({sch.name}) on {device} ...", flush=True)
-    weights = random_layer(cfg, sch, device=device, seed=args.seed)
-    layer = MoELayer(cfg, weights, sch.weight_key, sch.activation_key, platform=_platform(args))
-    print(layer.selection.explain())
-    x, routing = random_inputs(cfg, args.tokens, device=device, seed=args.seed + 1)
+    full = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel, ep_size=1))
+    weights = random_layer(full, sch, device=device, seed=args.seed).shard(rank, cfg.parallel.ep_size)
+    layer = MoELayer(cfg, weights, sch.weight_key, sch.activation_key, platform=_platform(args), ep_group=group)
+    if rank == 0:
+        print(layer.pair.explain() if layer.pair is not None else layer.selection.explain())
+    x, routing = random_inputs(cfg, args.tokens, device=device, seed=args.seed + 1 + rank)
     layer(x, routing)  # warm-up
     if device == "cuda":
         torch.cuda.synchronize()
@@ -170,12 +193,37 @@ def cmd_run(args) -> int:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     checksum = out.float().sum().item()
+    via = layer.backend if layer.dispatcher_name is None else f"{layer.dispatcher_name} + {layer.backend}, rank {rank} of {cfg.parallel.ep_size}"
     print(f"output {tuple(out.shape)} {out.dtype}: checksum {checksum:.6f}, mean |y| {out.float().abs().mean().item():.6f}, "
-          f"time {elapsed * 1e3:.2f} ms on {device} via {layer.backend}")
+          f"time {elapsed * 1e3:.2f} ms on {device} via {via}")
+    if group is not None:
+        torch.distributed.destroy_process_group()
     if not torch.isfinite(out).all():
         print("error: the output has NaN or inf", file=sys.stderr)
         return 1
     return 0
+
+
+def _join_process_group(args, device: str):
+    """(rank, device, ExpertParallelGroup) of this process under torchrun; NCCL on GPUs, gloo on CPUs."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    from moe_core.dispatch.base import ExpertParallelGroup
+    from moe_core.errors import InvalidConfigError
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != args.ep:
+        raise InvalidConfigError(f"--ep {args.ep} needs {args.ep} processes, this is one of {world}: launch it as "
+                                 f"`torchrun --nproc-per-node {args.ep} -m moe_core.cli run --ep {args.ep} ...`")
+    if device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return dist.get_rank(), device, ExpertParallelGroup(max_tokens_per_rank=args.tokens)
 
 
 def cmd_bench(args) -> int:

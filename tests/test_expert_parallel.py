@@ -17,7 +17,7 @@ from moe_core.platform import preset
 from moe_core.presets import random_layer
 from moe_core.quant import scheme
 from moe_core.testing.distributed import spawn_group
-from moe_core.testing.expert_parallel import EPCase, run_cases
+from moe_core.testing.expert_parallel import EPCase, check_dispatch_specs, run_cases
 
 DISPATCHERS = [s.name for s in SPECS]
 
@@ -158,3 +158,24 @@ def test_routing_shape_mismatch_fails_before_any_collective():
     x = torch.zeros(3, 64)
     with pytest.raises(KernelInputError, match="expected \\[3, 2\\]"):
         d.check_inputs(x, Routing(torch.zeros(3, 1, dtype=torch.int32), torch.ones(3, 1)))
+
+
+def test_the_builtin_dispatchers_pass_the_conformance_declaration_checks():
+    check_dispatch_specs(Registry(autoload=False), "torch_distributed")
+
+
+def test_a_dispatcher_whose_class_lies_about_its_format_fails_conformance():
+    from moe_core import hookimpl
+    from moe_core.config import ActivationFormat
+
+    lying = dataclasses.replace(SPECS[0], name="liar", output_format=ActivationFormat.BATCHED_EXPERTS)
+
+    class Liar:
+        @hookimpl
+        def moe_core_dispatchers(self):
+            return [lying]
+
+    reg = Registry(autoload=False, builtin=False)
+    reg.register(Liar(), name="liar")
+    with pytest.raises(AssertionError, match="produces ActivationFormat.STANDARD, the spec says"):
+        check_dispatch_specs(reg, "liar")

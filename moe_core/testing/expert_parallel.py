@@ -1,11 +1,16 @@
-"""Conformance checks for dispatchers: an expert-parallel layer must equal the single-device layer.
+"""Conformance checks for dispatchers: declarations that hold, and an expert-parallel layer equal to the
+single-device layer.
 
-Every rank builds the same full layer and the same tokens of every rank from one seed, runs its own
+:func:`check_dispatch_specs` checks what a plugin declares (no process group needed). For numerics,
+
+every rank builds the same full layer and the same tokens of every rank from one seed, runs its own
 tokens through an expert-parallel :class:`~moe_core.layer.MoELayer` holding its shard of the experts,
 and compares with the single-device reference backend on the same weights. Run it on every rank of a
 process group (:func:`moe_core.testing.distributed.spawn_group`)::
 
     results = spawn_group(2, run_cases, "gloo", cases)      # results[rank][case.name] -> CaseResult
+
+A vendor dispatcher runs the same cases with its name in ``EPCase.dispatcher`` and ``autoload=True``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,30 @@ from moe_core.presets import random_layer
 from moe_core.quant import scheme as quant_scheme
 from moe_core.registry import Registry
 from moe_core.routing import Routing
+from moe_core.spec import SupportQuery
+
+def check_dispatch_specs(reg: Registry, plugin: str) -> None:
+    """Every dispatcher ``plugin`` declares loads, subclasses Dispatcher and produces the format it declares,
+    and its supports() answers (on simulated platforms) are Supports with reasons for every no."""
+    from moe_core.dispatch.base import Dispatcher
+    from moe_core.platform import PRESETS
+
+    problems = [str(p) for p in reg.problems if p.plugin == plugin]
+    assert not problems, f"plugin {plugin!r} misbehaved: {problems}"
+    specs = [d for d in reg.dispatchers.values() if d.plugin == plugin]
+    assert specs, f"plugin {plugin!r} registered no dispatcher"
+    cfg = MoEConfig(8, 2, 256, 128, parallel=ParallelConfig(ep_size=2))
+    for spec in specs:
+        cls = spec.load()
+        assert isinstance(cls, type) and issubclass(cls, Dispatcher), f"{spec.name}: {cls!r} is not a Dispatcher subclass"
+        assert cls.output_format is spec.output_format, f"{spec.name}: {cls.__name__} produces {cls.output_format}, the spec says {spec.output_format}"
+        answers = []
+        for platform in PRESETS.values():
+            answer = reg.dispatch_supports(spec, SupportQuery(cfg, None, None, platform))
+            assert answer.ok or answer.reasons, f"{spec.name}: a 'no' without a reason on {platform.describe()}"
+            answers.append(answer.ok)
+        assert any(answers), f"{spec.name}: supported on no simulated platform, so its declaration is never usable"
+
 
 #: How the case routes tokens: uniformly at random, all to rank 0's experts, or to two experts only.
 ROUTINGS = ("random", "skewed", "two_experts")

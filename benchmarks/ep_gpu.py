@@ -1,0 +1,227 @@
+"""Expert parallelism on real GPUs: equality with the single-GPU layer, CUDA-graph capture, and timing.
+
+    python benchmarks/ep_gpu.py --world 2 --json ep.json          # on a 2-GPU machine (NCCL)
+    python benchmarks/ep_gpu.py --world 2 --device cpu --small    # the same logic on CPUs (gloo)
+
+1. Equality: every built-in dispatcher with the auto-selected experts backend (Triton on NVIDIA GPUs),
+   Qwen3-30B-A3B and Mixtral-8x7B shapes, bf16 and fp8-block, against the single-device reference on
+   the same weights (moe_core.testing.expert_parallel).
+2. CUDA graphs: the graph-safe pairs (naive, batched_all_to_all) captured with a fixed
+   max_tokens_per_rank and replayed; the replay must equal the eager call.
+3. Timing per rank at 16, 256 and 4096 tokens per rank: dispatch, experts, combine and total (CUDA
+   events, median of iterations, ranks aligned by a barrier), the raw all_to_all_single bandwidth for
+   the same bytes, and the single-GPU layer on the whole work (ep x tokens) for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from moe_core import ExpertParallelGroup, MoEConfig, MoELayer, ParallelConfig, Registry, Routing
+from moe_core.dispatch.builtin import SPECS
+from moe_core.numerics import relative_error
+from moe_core.presets import model, random_layer
+from moe_core.quant import scheme
+from moe_core.testing.distributed import spawn_group
+from moe_core.testing.expert_parallel import EPCase, run_cases
+
+DISPATCHERS = [s.name for s in SPECS]
+GRAPH_SAFE = [s.name for s in SPECS if s.cuda_graph_safe]
+
+
+def equality_cases(small: bool) -> list[EPCase]:
+    shapes = {"tiny": (8, 2, 128, 128)} if small else {
+        name: (m.num_experts, m.top_k, m.hidden_size, m.intermediate_size) for name, m in
+        (("qwen3-30b-a3b", model("qwen3-30b-a3b")), ("mixtral-8x7b", model("mixtral-8x7b")))}
+    out = []
+    for label, (e, k, h, i) in shapes.items():
+        for sch in ("unquantized", "fp8-block"):
+            for d in DISPATCHERS:
+                out.append(EPCase(f"{label}/{sch}/{d}", d, tokens=(48, 33), experts=e, top_k=k, hidden=h, intermediate=i,
+                                  scheme=sch, dtype=torch.bfloat16))
+                out.append(EPCase(f"{label}/{sch}/{d}/skewed", d, tokens=(40, 0), experts=e, top_k=k, hidden=h, intermediate=i,
+                                  scheme=sch, dtype=torch.bfloat16, routing="skewed", max_tokens_per_rank=64))
+    return out
+
+
+def _layer(rank: int, world: int, shape: str, sch_name: str, dispatcher: str, tokens: int, device: str, small: bool):
+    m = (8, 2, 128, 128) if small else (lambda p: (p.num_experts, p.top_k, p.hidden_size, p.intermediate_size))(model(shape))
+    sch = scheme(sch_name)
+    full = MoEConfig(*m, dtype=torch.bfloat16)
+    weights = random_layer(full, sch, device=device, seed=0)
+    cfg = dataclasses.replace(full, parallel=ParallelConfig(ep_size=world, dispatch_backend=dispatcher))
+    group = ExpertParallelGroup(max_tokens_per_rank=tokens)
+    layer = MoELayer(cfg, weights.shard(rank, world), sch.weight_key, sch.activation_key, registry=Registry(), ep_group=group)
+    gen = torch.Generator().manual_seed(rank + 1)
+    x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
+    routing = Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
+    return layer, x, routing, full, weights, sch
+
+
+def graph_check(rank: int, world: int, shapes: list[str], device: str, small: bool) -> dict:
+    """Capture each graph-safe pair, replay it, and compare with the eager call."""
+    out = {}
+    for shape in shapes:
+        for d in GRAPH_SAFE:
+            layer, x, routing, *_ = _layer(rank, world, shape, "unquantized", d, 64, device, small)
+            eager = layer(x, routing)
+            if not device.startswith("cuda"):
+                out[f"{shape}/{d}"] = {"skipped": "no CUDA"}
+                continue
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                layer(x, routing)  # warm-up on the side stream, as torch.cuda.graphs recommends
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = layer(x, routing)
+            graph.replay()
+            torch.cuda.synchronize()
+            layer.check()
+            out[f"{shape}/{d}"] = {"error_vs_eager": relative_error(captured, eager), "pair": f"{d} + {layer.backend}"}
+    return out
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: int, device: str, small: bool) -> dict:
+    """Per-phase times of each dispatcher, raw all_to_all bandwidth and the single-GPU time of the whole work."""
+    cuda = device.startswith("cuda")
+    timer = (lambda: torch.cuda.Event(enable_timing=True)) if cuda else None
+    results = {}
+    for shape in shapes:
+        for t in tokens:
+            for d in DISPATCHERS:
+                layer, x, routing, full, weights, sch = _layer(rank, world, shape, "unquantized", d, t, device, small)
+                phases = {"dispatch": [], "experts": [], "combine": [], "total": []}
+                for it in range(iters + 2):
+                    dist.barrier()
+                    if cuda:
+                        ev = [timer() for _ in range(4)]
+                        ev[0].record()
+                    else:
+                        marks = [time.perf_counter()]
+                    sent = layer.dispatcher.dispatch(x, routing)
+                    ev[1].record() if cuda else marks.append(time.perf_counter())
+                    y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False)
+                    ev[2].record() if cuda else marks.append(time.perf_counter())
+                    layer.dispatcher.combine(y, sent)
+                    if cuda:
+                        ev[3].record()
+                        torch.cuda.synchronize()
+                        spans = [ev[j].elapsed_time(ev[j + 1]) for j in range(3)]
+                    else:
+                        marks.append(time.perf_counter())
+                        spans = [(marks[j + 1] - marks[j]) * 1e3 for j in range(3)]
+                    if it >= 2:
+                        for name, v in zip(("dispatch", "experts", "combine"), spans):
+                            phases[name].append(v)
+                        phases["total"].append(sum(spans))
+                row = {k: _median_ms(v) * 1e3 for k, v in phases.items()}  # microseconds
+                row["pair"] = f"{d} + {layer.backend}"
+                results[f"{shape}/{t}/{d}"] = row
+            results[f"{shape}/{t}/raw_all_to_all"] = _raw_all_to_all(t, full, device, iters)
+            if rank == 0:
+                results[f"{shape}/{t}/single_gpu_whole_work"] = _single_gpu(full, weights, sch, t * world, device, iters)
+    return results
+
+
+def _raw_all_to_all(tokens: int, full: MoEConfig, device: str, iters: int) -> dict:
+    """all_to_all_single of tokens x top_k rows of hidden size (what a dispatch of every pair moves), both ways."""
+    rows = tokens * full.top_k
+    buf = torch.randn(rows - rows % dist.get_world_size() or dist.get_world_size(), full.hidden_size, device=device, dtype=full.dtype)
+    out = torch.empty_like(buf)
+    times = []
+    for it in range(iters + 2):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_to_all_single(out, buf)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if it >= 2:
+            times.append(time.perf_counter() - start)
+    sec = _median_ms(times)
+    moved = buf.numel() * buf.element_size() * (dist.get_world_size() - 1) / dist.get_world_size()
+    return {"bytes_off_rank": moved, "us": sec * 1e6, "GBps": moved / sec / 1e9}
+
+
+def _single_gpu(full: MoEConfig, weights, sch, tokens: int, device: str, iters: int) -> dict:
+    layer = MoELayer(full, weights, sch.weight_key, sch.activation_key, registry=Registry())
+    gen = torch.Generator().manual_seed(99)
+    x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
+    routing = Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
+    times = []
+    for it in range(iters + 2):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        layer(x, routing)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if it >= 2:
+            times.append(time.perf_counter() - start)
+    return {"us": _median_ms(times) * 1e6, "backend": layer.backend, "tokens": tokens}
+
+
+def _all(rank: int, world: int, args: argparse.Namespace) -> dict:
+    device = f"cuda:{rank}" if args.device == "cuda" else "cpu"
+    shapes = ["tiny"] if args.small else args.shapes.split(",")
+    out = {"rank": rank, "device": torch.cuda.get_device_name(rank) if args.device == "cuda" else "cpu"}
+    if "graphs" in args.phases:
+        out["graphs"] = graph_check(rank, world, shapes, device, args.small)
+    if "bench" in args.phases:
+        out["bench"] = bench(rank, world, shapes, [int(t) for t in args.tokens.split(",")], args.iters, device, args.small)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--small", action="store_true", help="tiny shapes (a logic check on CPUs)")
+    p.add_argument("--phases", default="equality,graphs,bench")
+    p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b")
+    p.add_argument("--tokens", default="16,256,4096")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--json", help="write every result here")
+    args = p.parse_args()
+    backend = "nccl" if args.device == "cuda" else "gloo"
+    report = {"torch": torch.__version__, "world": args.world, "command": " ".join(sys.argv)}
+    ok = True
+    if "equality" in args.phases:
+        cases = equality_cases(args.small)
+        per_rank = spawn_group(args.world, run_cases, backend, cases, args.device, True)
+        report["equality"] = {name: [dataclasses.asdict(r[name]) | {"ok": r[name].ok} for r in per_rank] for name in per_rank[0]}
+        for name, rows in report["equality"].items():
+            ok &= all(r["ok"] for r in rows)
+            print(f"{name:<48} " + "  ".join(f"r{i}: {r['dispatcher']}+{r['experts']} err {r['error']:.2e} {'ok' if r['ok'] else 'FAIL ' + r['raised']}"
+                                              for i, r in enumerate(rows)), flush=True)
+    if "graphs" in args.phases or "bench" in args.phases:
+        per_rank = spawn_group(args.world, _all, backend, args)
+        report["ranks"] = per_rank
+        for r in per_rank:
+            for name, row in r.get("graphs", {}).items():
+                print(f"graph rank {r['rank']} {name}: {row}", flush=True)
+                ok &= "skipped" in row or row["error_vs_eager"] < 1e-3
+            for name, row in r.get("bench", {}).items():
+                print(f"bench rank {r['rank']} {name}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+    print("ALL OK" if ok else "FAILURES")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
