@@ -2,6 +2,8 @@
 
     python benchmarks/ep_gpu.py --world 2 --json ep.json          # on a 2-GPU machine (NCCL)
     python benchmarks/ep_gpu.py --world 2 --device cpu --small    # the same logic on CPUs (gloo)
+    python benchmarks/ep_gpu.py --world 2 --one-gpu --phases equality   # every rank on cuda:0, gloo transport:
+                                                       # the GPU data path and kernels without a second GPU
 
 1. Equality: every built-in dispatcher with the auto-selected experts backend (Triton on NVIDIA GPUs),
    Qwen3-30B-A3B and Mixtral-8x7B shapes, bf16 and fp8-block, against the single-device reference on
@@ -175,7 +177,7 @@ def _single_gpu(full: MoEConfig, weights, sch, tokens: int, device: str, iters: 
 
 
 def _all(rank: int, world: int, args: argparse.Namespace) -> dict:
-    device = f"cuda:{rank}" if args.device == "cuda" else "cpu"
+    device = ("cuda:0" if args.one_gpu else f"cuda:{rank}") if args.device == "cuda" else "cpu"
     shapes = ["tiny"] if args.small else args.shapes.split(",")
     out = {"rank": rank, "device": torch.cuda.get_device_name(rank) if args.device == "cuda" else "cpu"}
     if "graphs" in args.phases:
@@ -190,13 +192,14 @@ def main() -> int:
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--small", action="store_true", help="tiny shapes (a logic check on CPUs)")
+    p.add_argument("--one-gpu", action="store_true", help="all ranks on cuda:0 over gloo (NCCL needs a GPU per rank)")
     p.add_argument("--phases", default="equality,graphs,bench")
     p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b")
     p.add_argument("--tokens", default="16,256,4096")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--json", help="write every result here")
     args = p.parse_args()
-    backend = "nccl" if args.device == "cuda" else "gloo"
+    backend = "nccl" if args.device == "cuda" and not args.one_gpu else "gloo"
     report = {"torch": torch.__version__, "world": args.world, "command": " ".join(sys.argv)}
     ok = True
     if "equality" in args.phases:
