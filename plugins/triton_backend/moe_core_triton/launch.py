@@ -1,0 +1,139 @@
+"""Cheap repeated launches of ``@triton.jit`` kernels (host overhead, issue 12).
+
+Triton 3.6's ``JITFunction.run`` costs about 38 µs of host time for a 30-argument launch on the H100
+machine: it binds and specialises every argument, builds its cache key from strings, and builds
+launch-hook metadata that the launcher then hands to two empty hook chains. Launching the compiled
+kernel itself costs about 10 µs (docs/benchmarks/triton-host-overhead-h100.md).
+
+A :class:`Launcher` binds one kernel's constexprs and launch options once. Its first launch of a
+specialization goes through triton (which compiles if needed and returns the ``CompiledKernel``);
+later calls that triton would specialise the same way launch that ``CompiledKernel`` directly.
+
+What triton specialises on (3.6 and 3.9, ``python/src/specialize.cc``): a tensor's dtype and
+whether its data pointer is a multiple of 16; an int's range (i32, i64, u64), whether it equals 1
+(then it becomes a constexpr) and whether it is a multiple of 16; a float is fp32, a bool u1,
+None a constexpr. The key of the direct path is finer: the Python type of every argument, the dtype
+of every tensor, the exact value of every other argument, and the current device; and the direct
+path is taken only when every tensor's data pointer is a multiple of 16. Two calls with one key
+therefore always get one specialization. Everything else goes through triton itself: the
+interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a pointer that is not
+16-byte aligned. Not seen by the direct path: triton knobs changed at run time (``TRITON_DEBUG``
+style options) after a specialization was first launched, and module globals a kernel reads
+(triton 3.6 rejects those anyway).
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from functools import reduce
+
+import torch
+from triton import knobs
+
+#: Compiled specializations a Launcher keeps before it starts over (scalars such as row counts are
+#: part of the key, so the number of keys grows with the token counts an engine sees).
+MAX_ENTRIES = 1024
+
+_dtype_of = operator.attrgetter("dtype")
+_data_ptr = torch.Tensor.data_ptr
+
+
+class Launcher:
+    """One ``@triton.jit`` kernel with its constexprs and launch options bound.
+
+    ``launcher(grid, *args)`` launches it on the current stream; ``args`` are every runtime
+    (non-constexpr) argument in signature order. The kernel's constexpr parameters must all come
+    after its runtime parameters, and ``constexprs`` must name each of them exactly once.
+    """
+
+    def __init__(self, fn, *, num_warps: int, num_stages: int | None = None, **constexprs):
+        names = _constexpr_names(fn)
+        params = _param_names(fn)
+        runtime = len(params) - len(names)
+        if set(constexprs) != set(names) or params[runtime:] != names:
+            raise TypeError(f"{fn}: constexprs must be exactly {names}, after every runtime parameter; got {sorted(constexprs)}")
+        self.fn = fn
+        self._runtime_params = runtime
+        self._options = dict(constexprs, num_warps=num_warps)
+        if num_stages is not None:
+            self._options["num_stages"] = num_stages
+        self._tail = tuple(constexprs[name] for name in names)
+        self._direct = hasattr(fn, "device_caches")  # a compiling JITFunction (not the interpreter's)
+        self._compiled: dict[tuple, object] = {}
+        self._layouts: dict[tuple, tuple] = {}
+
+    def __call__(self, grid: tuple[int, ...], *args) -> None:
+        if len(args) != self._runtime_params:
+            raise TypeError(f"{self.fn}: expected {self._runtime_params} runtime arguments, got {len(args)}")
+        if not self._direct or not _hooks_idle():
+            self.fn[grid](*args, **self._options)
+            return
+        device = torch.cuda.current_device()
+        key = self.key(args, device)
+        kernel = self._compiled.get(key) if key is not None else None
+        if kernel is None:
+            kernel = self.fn[grid](*args, **self._options)
+            if key is not None and hasattr(kernel, "packed_metadata"):
+                if len(self._compiled) >= MAX_ENTRIES:
+                    self._compiled.clear()
+                self._compiled[key] = kernel
+            return
+        size = len(grid)
+        kernel.run(grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1, torch._C._cuda_getCurrentRawStream(device),
+                   kernel.function, kernel.packed_metadata, None, None, None, *args, *self._tail)
+
+    @property
+    def cached(self) -> int:
+        """How many specializations are launched directly (for tests and benchmarks)."""
+        return len(self._compiled)
+
+    def key(self, args: tuple, device: int) -> tuple | None:
+        """The direct-path key of ``args`` on ``device`` (see the module docstring), or None where a
+        tensor's data pointer is not a multiple of 16 (such a launch always goes through triton)."""
+        kinds = tuple(map(type, args))
+        layout = self._layouts.get(kinds)
+        if layout is None:
+            layout = self._layouts[kinds] = _layout(kinds)
+        tensors_of, others_of = layout
+        tensors = tensors_of(args)
+        if reduce(operator.or_, map(_data_ptr, tensors), 0) & 15:
+            return None
+        return (device, kinds, tuple(map(_dtype_of, tensors)), others_of(args))
+
+
+def _layout(kinds: tuple[type, ...]) -> tuple:
+    """Getters for the tensors and for the other arguments of an argument tuple with these types."""
+    tensors = [i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor)]
+    others = [i for i in range(len(kinds)) if i not in tensors]
+    return _getter(tensors), _getter(others)
+
+
+def _getter(indices: list[int]):
+    """A function returning the arguments at ``indices`` as a tuple."""
+    if not indices:
+        return lambda args: ()
+    if len(indices) == 1:
+        index = indices[0]
+        return lambda args: (args[index],)
+    return operator.itemgetter(*indices)
+
+
+def _hooks_idle() -> bool:
+    """True when no launch enter/exit hook is installed (None, or an empty triton 3.6 HookChain)."""
+    runtime = knobs.runtime
+    return not _active(runtime.launch_enter_hook) and not _active(runtime.launch_exit_hook)
+
+
+def _active(hook) -> bool:
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _param_names(fn) -> list[str]:
+    return list(inspect.signature(fn.fn).parameters)
+
+
+def _constexpr_names(fn) -> list[str]:
+    """Names of the ``tl.constexpr`` parameters of a JIT (or interpreted) function, in order."""
+    params = inspect.signature(fn.fn).parameters.values()
+    return [p.name for p in params if "constexpr" in str(p.annotation)]
