@@ -1,11 +1,13 @@
 """Block tables: which rows each GEMM program reads, grouped by expert and padded to BLOCK_M.
 
-Both activation formats become the same table, so one GEMM kernel serves both:
+Both activation formats become the same table, so one GEMM kernel serves both. The table is one
+int32 buffer (one allocation, one kernel argument) holding, in this order:
 
-* ``sorted_ids`` [EM] int32: row ids (a (token, slot) pair index, or a batched row), grouped by
+* ``sorted_ids`` [EM]: row ids (a (token, slot) pair index, or a batched row), grouped by
   expert, each expert's run padded to a multiple of BLOCK_M with the sentinel ``num_valid``;
-* ``block_expert`` [EM / BLOCK_M] int32: the local expert of each block;
-* ``num_padded`` [1] int32: rows in use; blocks at or past it exit at once.
+* ``block_expert`` [EM / BLOCK_M]: the local expert of each block;
+* ``num_padded`` [1]: rows in use; blocks at or past it exit at once;
+* scratch of the kernels that build it.
 
 Built by Triton kernels with no host synchronisation — one program for small tables, two parallel
 launches for any size — so the layer is CUDA-graph capturable; ``EM`` is a static upper bound so
@@ -17,11 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from moe_core.routing_guard import RoutingErrorCounter
+from moe_core_triton.launch import Launcher
 
 #: Up to this many (token, slot) pairs the table is built by one Triton program (one launch, least
 #: host time); beyond it by the two-launch parallel table, whose GPU time stays 13-23 µs at any size
@@ -32,15 +37,34 @@ SMALL_TABLE_PAIRS = 128
 
 @dataclass(frozen=True, eq=False)
 class BlockTable:
-    sorted_ids: torch.Tensor
-    block_expert: torch.Tensor
-    num_padded: torch.Tensor
+    """A block table in one int32 ``buffer`` (layout in the module docstring) of ``capacity`` rows."""
+
+    buffer: torch.Tensor
+    capacity: int
     num_valid: int
     block_m: int
 
     @property
-    def capacity(self) -> int:
-        return self.sorted_ids.shape[0]
+    def num_blocks(self) -> int:
+        return self.capacity // self.block_m
+
+    @property
+    def sorted_ids(self) -> torch.Tensor:
+        return self.buffer[: self.capacity]
+
+    @property
+    def block_expert(self) -> torch.Tensor:
+        return self.buffer[self.capacity : self.capacity + self.num_blocks]
+
+    @property
+    def num_padded(self) -> torch.Tensor:
+        end = self.capacity + self.num_blocks
+        return self.buffer[end : end + 1]
+
+
+def table_words(capacity: int, block_m: int) -> int:
+    """int32 words of a table's sorted ids, block experts and padded count (scratch follows them)."""
+    return capacity + capacity // block_m + 1
 
 
 @triton.jit
@@ -77,14 +101,18 @@ def record_invalid_totals(err_ptr, count, smallest, largest):
 
 @triton.jit
 def _small_table_kernel(
-    ids_ptr, map_ptr, err_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, cursor_ptr,
+    ids_ptr, map_ptr, err_ptr, table_ptr,
     pairs, num_experts, num_local, capacity,
     HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr, CHUNK: tl.constexpr,
 ):
     """The whole table in one program: per-expert counts, padded offsets, then a stable scatter.
 
     Invalid pairs are always dropped; with ``GUARD`` they are also counted in ``err_ptr`` (off only
-    to measure the counting's cost)."""
+    to measure the counting's cost). Scratch: ``num_local`` cursors after the table."""
+    sorted_ids_ptr = table_ptr
+    block_expert_ptr = table_ptr + capacity
+    num_padded_ptr = block_expert_ptr + capacity // BLOCK_M
+    cursor_ptr = num_padded_ptr + 1
     experts = tl.arange(0, E_P2)
     lane = tl.arange(0, CHUNK)
     counts = tl.zeros([E_P2], dtype=tl.int32)
@@ -153,30 +181,33 @@ def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
     return _round_up(pairs + min(num_experts, pairs) * (block_m - 1), block_m) if pairs else block_m
 
 
+@functools.lru_cache(maxsize=256)
+def _small_launcher(has_map: bool, guard: bool, block_m: int, e_p2: int) -> Launcher:
+    return Launcher(_small_table_kernel, num_warps=4, HAS_MAP=has_map, GUARD=guard, BLOCK_M=block_m, E_P2=e_p2, CHUNK=64)
+
+
 def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
     device = topk_ids.device
     pairs = topk_ids.numel()
     capacity = _capacity(pairs, num_local, block_m)
-    sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
-    block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
-    num_padded = torch.empty(1, dtype=torch.int32, device=device)
-    cursor = torch.empty(num_local, dtype=torch.int32, device=device)
+    table = torch.empty(table_words(capacity, block_m) + num_local, dtype=torch.int32, device=device)
     ids = topk_ids.reshape(-1)
-    _small_table_kernel[(1,)](
-        ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
-        sorted_ids, block_expert, num_padded, cursor, pairs, num_experts, num_local, capacity,
-        HAS_MAP=expert_map is not None, GUARD=errors is not None, BLOCK_M=block_m,
-        E_P2=triton.next_power_of_2(num_local), CHUNK=64, num_warps=4,
-    )
-    return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
+    launch = _small_launcher(expert_map is not None, errors is not None, block_m, next_power_of_2(num_local))
+    launch((1,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
+           table, pairs, num_experts, num_local, capacity)
+    return BlockTable(table, capacity, pairs, block_m)
 
 
 @triton.jit
-def _rank_kernel(ids_ptr, map_ptr, err_ptr, counts_ptr, local_ptr, rank_ptr, sorted_ids_ptr,
-                 pairs, capacity, fill_per_program, num_experts, num_local,
+def _rank_kernel(ids_ptr, map_ptr, err_ptr, counts_ptr, table_ptr,
+                 pairs, capacity, scratch, fill_per_program, num_experts, num_local,
                  HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK: tl.constexpr):
     """Pass 1 of the parallel table: each pair's local expert and its rank among that expert's pairs
-    (an atomic on the expert's count); invalid pairs counted; ``sorted_ids`` filled with the sentinel."""
+    (an atomic on the expert's count); invalid pairs counted; ``sorted_ids`` filled with the sentinel.
+    Scratch at word ``scratch`` of the table: local experts [pairs], then ranks [pairs]."""
+    sorted_ids_ptr = table_ptr
+    local_ptr = table_ptr + scratch
+    rank_ptr = local_ptr + pairs
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     ok = offs < pairs
@@ -194,11 +225,17 @@ def _rank_kernel(ids_ptr, map_ptr, err_ptr, counts_ptr, local_ptr, rank_ptr, sor
 
 
 @triton.jit
-def _place_kernel(counts_ptr, local_ptr, rank_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
-                  pairs, num_local, num_blocks, blocks_per_program,
+def _place_kernel(counts_ptr, table_ptr,
+                  pairs, num_local, capacity, scratch, blocks_per_program,
                   BLOCK_M: tl.constexpr, E_P2: tl.constexpr, BLOCK: tl.constexpr):
     """Pass 2: every program derives the padded expert offsets from the counts, places its pairs at
     offset + rank, and writes its share of ``block_expert``; program 0 writes ``num_padded``."""
+    sorted_ids_ptr = table_ptr
+    num_blocks = capacity // BLOCK_M
+    block_expert_ptr = table_ptr + capacity
+    num_padded_ptr = block_expert_ptr + num_blocks
+    local_ptr = table_ptr + scratch
+    rank_ptr = local_ptr + pairs
     pid = tl.program_id(0)
     experts = tl.arange(0, E_P2)
     counts = tl.load(counts_ptr + experts, mask=experts < num_local, other=0)
@@ -219,6 +256,12 @@ def _place_kernel(counts_ptr, local_ptr, rank_ptr, sorted_ids_ptr, block_expert_
         tl.store(num_padded_ptr, tl.sum(padded, axis=0))
 
 
+@functools.lru_cache(maxsize=256)
+def _parallel_launchers(has_map: bool, guard: bool, block_m: int, e_p2: int, block: int) -> tuple[Launcher, Launcher]:
+    return (Launcher(_rank_kernel, num_warps=4, HAS_MAP=has_map, GUARD=guard, BLOCK=block),
+            Launcher(_place_kernel, num_warps=4, BLOCK_M=block_m, E_P2=e_p2, BLOCK=block))
+
+
 def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
     """Any number of pairs in two parallel launches (plus zeroing the counts); within an expert,
     pairs land in atomic order, which changes no output value (each row is computed on its own)."""
@@ -226,29 +269,19 @@ def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) 
     ids = topk_ids.reshape(-1)
     pairs = ids.numel()
     capacity = _capacity(pairs, num_local, block_m)
-    sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
-    block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
-    num_padded = torch.zeros(1, dtype=torch.int32, device=device)
+    words = table_words(capacity, block_m)
     if pairs == 0:
-        sorted_ids.fill_(0)
-        block_expert.fill_(0)
-        return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
+        return BlockTable(torch.zeros(words, dtype=torch.int32, device=device), capacity, pairs, block_m)
+    table = torch.empty(words + 2 * pairs, dtype=torch.int32, device=device)
     counts = torch.zeros(num_local, dtype=torch.int32, device=device)
-    local = torch.empty(pairs, dtype=torch.int32, device=device)
-    rank = torch.empty(pairs, dtype=torch.int32, device=device)
-    e_p2 = triton.next_power_of_2(num_local)
+    e_p2 = next_power_of_2(num_local)
     block = max(16, min(1024, 16384 // e_p2))
-    programs = triton.cdiv(pairs, block)
-    _rank_kernel[(programs,)](
-        ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
-        counts, local, rank, sorted_ids, pairs, capacity, triton.cdiv(capacity, programs), num_experts, num_local,
-        HAS_MAP=expert_map is not None, GUARD=errors is not None, BLOCK=block,
-    )
-    _place_kernel[(programs,)](
-        counts, local, rank, sorted_ids, block_expert, num_padded, pairs, num_local, block_expert.numel(),
-        triton.cdiv(block_expert.numel(), programs), BLOCK_M=block_m, E_P2=e_p2, BLOCK=block,
-    )
-    return BlockTable(sorted_ids, block_expert, num_padded, pairs, block_m)
+    programs = cdiv(pairs, block)
+    rank, place = _parallel_launchers(expert_map is not None, errors is not None, block_m, e_p2, block)
+    rank((programs,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
+         counts, table, pairs, capacity, words, cdiv(capacity, programs), num_experts, num_local)
+    place((programs,), counts, table, pairs, num_local, capacity, words, cdiv(capacity // block_m, programs))
+    return BlockTable(table, capacity, pairs, block_m)
 
 
 def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int, errors: RoutingErrorCounter | None = None) -> BlockTable:
@@ -269,8 +302,18 @@ def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int
     sorted_ids = torch.where(valid, rows, sentinel).to(torch.int32).reshape(-1)
     block_expert = torch.arange(experts, device=device, dtype=torch.int32).repeat_interleave(per_expert // block_m)
     num_padded = torch.tensor([sorted_ids.numel()], dtype=torch.int32, device=device)
-    return BlockTable(sorted_ids, block_expert, num_padded, sentinel, block_m)
+    return BlockTable(torch.cat([sorted_ids, block_expert, num_padded]), sorted_ids.numel(), sentinel, block_m)
 
 
 def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
+
+
+def cdiv(x: int, m: int) -> int:
+    """ceil(x / m) for host ints (``triton.cdiv`` costs a few µs of host time in triton 3.6)."""
+    return -(-x // m)
+
+
+def next_power_of_2(x: int) -> int:
+    """The smallest power of two >= x (>= 1), for host ints (cheaper than ``triton.next_power_of_2``)."""
+    return 1 << (x - 1).bit_length() if x > 1 else 1

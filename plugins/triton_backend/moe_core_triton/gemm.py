@@ -39,7 +39,7 @@ def gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
 @triton.jit
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
-    sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
+    table_ptr,
     num_valid, N, K, row_div, c_row_div, up_offset, limit, capacity,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
@@ -48,6 +48,9 @@ def moe_gemm_kernel(
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
+    sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
+    block_expert_ptr = table_ptr + capacity
+    num_padded_ptr = block_expert_ptr + capacity // BLOCK_M
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(capacity, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)

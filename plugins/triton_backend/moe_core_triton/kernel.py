@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-import triton
 
 from moe_core.config import Activation, ActivationFormat
 from moe_core.kernel import MoEKernel
@@ -20,13 +19,24 @@ from moe_core.routing import BatchedRouting, Routing
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
 from moe_core_triton import configs
-from moe_core_triton.blocks import BlockTable, batched_table, standard_table
+from moe_core_triton.blocks import BlockTable, batched_table, cdiv, standard_table
 from moe_core_triton.gemm import moe_gemm_kernel
+from moe_core_triton.launch import Launcher
 from moe_core_triton.quantize import quantize_activations
 from moe_core_triton.reduce import topk_sum
 
 #: Rows (token-expert pairs) the int32 block table can index.
 MAX_ROWS = 2**31 - 1
+#: check_shapes' answer for every input it accepts (Support is immutable; made once, not per call).
+_FITS = Support.yes()
+
+
+@dataclass(frozen=True)
+class GemmLaunch:
+    """One expert GEMM of a forward: its launch config and its launcher (constexprs bound)."""
+
+    config: configs.LaunchConfig
+    launch: Launcher
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,7 @@ class TritonKernel(MoEKernel):
         # A per-tensor dynamic scale of the intermediate is an amax over every row, so rows of
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
-        self._config_cache: dict[tuple, tuple[configs.LaunchConfig, configs.LaunchConfig]] = {}
+        self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32."""
@@ -95,7 +105,7 @@ class TritonKernel(MoEKernel):
         rows = hidden_states.shape[0] * (self.config.top_k if isinstance(routing, Routing) else hidden_states.shape[1])
         if rows > MAX_ROWS:
             return Support.no(f"{rows} rows exceed the int32 block table ({MAX_ROWS})")
-        return Support.yes()
+        return _FITS
 
     # ------------------------------------------------------------------ forward
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
@@ -118,41 +128,56 @@ class TritonKernel(MoEKernel):
         i, h = cfg.intermediate_size, cfg.hidden_size
         device = x.device
 
-        c1, c2 = self._launch_configs(device, rows, tokens)
-        tables: dict[int, BlockTable] = {}
-        for block_m in (c1.BLOCK_M, c2.BLOCK_M):
-            if block_m not in tables:  # invalid routing is counted by the first table only
-                tables[block_m] = table_for(block_m, None if tables else errors)
-        table1, table2 = tables[c1.BLOCK_M], tables[c2.BLOCK_M]
+        weighted = not (batched or apply_router_weight_on_input)
+        atomic = self.reduce == "atomic" and not batched
+        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, atomic)
+        table1 = table_for(g1.config.BLOCK_M, errors)  # invalid routing is counted by the first table only
+        table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2.config.BLOCK_M, None)
 
         a1, a1_scale = self._quantize(a_in, weights.a13_scale)
         inter = (torch.zeros if self._zero_intermediate else torch.empty)((rows, i), dtype=cfg.dtype, device=device)
-        self._gemm(a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, c1, row_div=row_div, gated=True)
+        self._gemm(g1, a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, row_div=row_div, up_offset=i)
         a2, a2_scale = self._quantize(inter, weights.a2_scale)
-        topk_weights = None if batched or apply_router_weight_on_input else routing.topk_weights.contiguous()
-        if self.reduce == "atomic" and not batched:
+        topk_weights = routing.topk_weights.contiguous() if weighted else None
+        if atomic:
             out = torch.zeros((tokens, h), dtype=torch.float32, device=device)
-            self._gemm(a2, a2_scale, weights.w2, weights.w2_scale, out, table2, c2, row_div=1, gated=False,
-                       topk_weights=topk_weights, atomic_rows_per_output=cfg.top_k)
+            self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out, table2, row_div=1, topk_weights=topk_weights, c_row_div=cfg.top_k)
             return out.to(cfg.dtype)
         out_rows = (torch.zeros if batched else torch.empty)((rows, h), dtype=cfg.dtype, device=device)  # batched: rows past counts are 0
-        self._gemm(a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, c2, row_div=1, gated=False, topk_weights=topk_weights)
+        self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, row_div=1, topk_weights=topk_weights)
         if batched:
             return out_rows.view(x.shape)
         if not self.count_routing_errors:
             return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
         return topk_sum(out_rows, routing.topk_ids, cfg.num_experts, cfg.local_num_experts, expert_map)
 
-    def _launch_configs(self, device: torch.device, rows: int, tokens: int) -> tuple[configs.LaunchConfig, configs.LaunchConfig]:
-        """GEMM1 and GEMM2 launch configs, looked up once per (device, rows, tokens) and then cached."""
-        key = (device, rows, tokens)
-        found = self._config_cache.get(key)
+    def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, atomic: bool) -> tuple[GemmLaunch, GemmLaunch]:
+        """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,
+        atomic) and then cached."""
+        key = (device, rows, tokens, weighted, atomic)
+        found = self._plans.get(key)
         if found is None:
-            if len(self._config_cache) >= 4096:  # token counts are bounded in practice; stay bounded anyway
-                self._config_cache.clear()
+            if len(self._plans) >= 4096:  # token counts are bounded in practice; stay bounded anyway
+                self._plans.clear()
             i, h = self.config.intermediate_size, self.config.hidden_size
-            found = self._config_cache[key] = (self._config(device, rows, i, h, gemm=1, tokens=tokens), self._config(device, rows, h, i, gemm=2, tokens=tokens))
+            c1 = self._config(device, rows, i, h, gemm=1, tokens=tokens)
+            c2 = self._config(device, rows, h, i, gemm=2, tokens=tokens)
+            found = self._plans[key] = (GemmLaunch(c1, self._gemm_launcher(c1, gated=True, weighted=False, atomic=False)),
+                                        GemmLaunch(c2, self._gemm_launcher(c2, gated=False, weighted=weighted, atomic=atomic)))
         return found
+
+    def _gemm_launcher(self, lc: configs.LaunchConfig, *, gated: bool, weighted: bool, atomic: bool) -> Launcher:
+        """The GEMM kernel with every constexpr of this layer, scheme and launch config bound."""
+        mode = self.mode
+        fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
+        return Launcher(
+            moe_gemm_kernel, num_warps=lc.num_warps, num_stages=lc.num_stages,
+            GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
+            CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
+            SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
+            GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
+            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
+        )
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized = self.weight_key is not None
@@ -166,30 +191,20 @@ class TritonKernel(MoEKernel):
             return a, None
         return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None)
 
-    def _gemm(self, a, a_scale, b, b_scale, c, table: BlockTable, lc: configs.LaunchConfig, *, row_div: int, gated: bool,
-              topk_weights=None, atomic_rows_per_output: int = 0):
+    def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable, *, row_div: int, up_offset: int = 0,
+              topk_weights=None, c_row_div: int = 1):
+        """One expert GEMM over ``table`` into ``c`` (GEMM1: ``up_offset`` = I, the up rows of w13)."""
         n = c.shape[1]
-        k = a.shape[1]
-        mode = self.mode
+        lc = g.config
         a_s = a_scale if a_scale is not None else c  # placeholders are never read when SCALES == 0
         b_s = b_scale if b_scale is not None else c
-        a_strides = (a_s.stride(0), a_s.stride(1)) if a_scale is not None else (0, 0)
-        b_strides = (b_s.stride(0), b_s.stride(1), b_s.stride(2)) if b_scale is not None else (0, 0, 0)
-        grid = (triton.cdiv(table.capacity, lc.BLOCK_M) * triton.cdiv(n, lc.BLOCK_N),)
-        moe_gemm_kernel[grid](
-            a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c,
-            table.sorted_ids, table.block_expert, table.num_padded,
-            table.num_valid, n, k, row_div, max(atomic_rows_per_output, 1), n if gated else 0,
-            self.config.swiglu_limit or 0.0, table.capacity,
-            a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1),
-            *a_strides, *b_strides,
-            GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
-            CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=topk_weights is not None,
-            ATOMIC_OUT=atomic_rows_per_output > 0,
-            SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
-            GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if a.dtype == torch.float8_e4m3fn else None,
-            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
-            num_warps=lc.num_warps, num_stages=lc.num_stages,
+        a_strides = a_s.stride() if a_scale is not None else (0, 0)
+        b_strides = b_s.stride() if b_scale is not None else (0, 0, 0)
+        g.launch(
+            (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N),),
+            a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c, table.buffer,
+            table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
+            *a.stride(), *b.stride(), *c.stride(), *a_strides, *b_strides,
         )
 
 

@@ -6,6 +6,7 @@ Scale rule (the same as moe_core's reference): scale = max(amax, 1e-12) / qmax w
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -13,6 +14,8 @@ import triton
 import triton.language as tl
 
 from moe_core.quant import QuantDtype, QuantKey
+from moe_core_triton.blocks import cdiv, next_power_of_2
+from moe_core_triton.launch import Launcher
 
 _QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
 _TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
@@ -67,12 +70,20 @@ def _quant_rows_kernel(
     tl.store(q_ptr + row * stride_qm + offs, y.to(q_ptr.dtype.element_ty), mask=ok)
 
 
+@functools.lru_cache(maxsize=256)
+def _launcher(group: int, groups: int, static: bool, is_int8: bool, wide: bool) -> Launcher:
+    return Launcher(_quant_rows_kernel, num_warps=8 if wide else 4, GROUP=group, GROUP_P2=next_power_of_2(group),
+                    GROUPS_P2=next_power_of_2(groups), STATIC=static, IS_INT8=is_int8, ROUND_FP8=ROUND_IN_FP32)
+
+
 def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize rows of a 2-D tensor into ``key`` (fp8 or int8; per-tensor, per-token or 1xG groups).
 
     Returns (q [R, K], scale). Per-tensor dynamic scales are one amax reduction on the device
     followed by the static-scale kernel, so there is never a host synchronisation.
     """
+    if x.stride(1) != 1:  # the kernel reads each row as one contiguous run
+        x = x.contiguous()
     rows, k = x.shape
     q = torch.empty((rows, k), dtype=_TORCH_DTYPE[key.dtype], device=x.device)
     qmax = _QMAX[key.dtype]
@@ -84,13 +95,10 @@ def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Ten
         group, groups, static = k, 1, True
     else:
         group = k if key.group.cols == -1 else key.group.cols
-        groups = triton.cdiv(k, group)
+        groups = cdiv(k, group)
         scale = torch.empty((rows, groups), dtype=torch.float32, device=x.device)
         static = False
     if rows:
-        _quant_rows_kernel[(rows,)](
-            x, q, scale, k, groups, x.stride(0), q.stride(0), scale.stride(0), scale.stride(1), qmax,
-            GROUP=group, GROUP_P2=triton.next_power_of_2(group), GROUPS_P2=triton.next_power_of_2(groups), STATIC=static,
-            IS_INT8=key.dtype is QuantDtype.INT8, ROUND_FP8=ROUND_IN_FP32, num_warps=8 if k >= 4096 else 4,
-        )
+        launch = _launcher(group, groups, static, key.dtype is QuantDtype.INT8, k >= 4096)
+        launch((rows,), x, q, scale, k, groups, x.stride(0), q.stride(0), scale.stride(0), scale.stride(1), qmax)
     return q, scale

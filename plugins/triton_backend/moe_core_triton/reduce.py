@@ -6,11 +6,14 @@ no GEMM2 row — its row of the buffer was never written — so it is masked her
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
-from moe_core_triton.blocks import local_experts
+from moe_core_triton.blocks import cdiv, local_experts, next_power_of_2
+from moe_core_triton.launch import Launcher
 
 BLOCK_H = 1024  # 8 bf16 per thread and row with 4 warps: 16-byte loads
 
@@ -30,6 +33,11 @@ def _topk_sum_kernel(
     tl.store(out_ptr + token * stride_o + offs, tl.sum(rows.to(tl.float32), axis=0).to(out_ptr.dtype.element_ty), mask=h_ok)
 
 
+@functools.lru_cache(maxsize=64)
+def _launcher(top_k: int, has_map: bool) -> Launcher:
+    return Launcher(_topk_sum_kernel, num_warps=4, TOP_K=top_k, K_P2=next_power_of_2(top_k), HAS_MAP=has_map, BLOCK_H=BLOCK_H)
+
+
 def topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, num_experts: int, num_local: int, expert_map: torch.Tensor | None) -> torch.Tensor:
     """[T * k, H] pair rows -> [T, H]: the float32 sum over each token's valid pairs, in ``rows.dtype``."""
     tokens, top_k = topk_ids.shape
@@ -37,8 +45,8 @@ def topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, num_experts: int, num_l
     out = torch.empty((tokens, h), dtype=rows.dtype, device=rows.device)
     if tokens:
         ids = topk_ids.contiguous()
-        _topk_sum_kernel[(tokens, triton.cdiv(h, BLOCK_H))](
-            rows, ids, expert_map if expert_map is not None else ids, out, h, num_experts, num_local, rows.stride(0), out.stride(0),
-            TOP_K=top_k, K_P2=triton.next_power_of_2(top_k), HAS_MAP=expert_map is not None, BLOCK_H=BLOCK_H, num_warps=4,
+        _launcher(top_k, expert_map is not None)(
+            (tokens, cdiv(h, BLOCK_H)), rows, ids, expert_map if expert_map is not None else ids, out, h, num_experts, num_local,
+            rows.stride(0), out.stride(0),
         )
     return out
