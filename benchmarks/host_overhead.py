@@ -2,9 +2,10 @@
 
 Run on a GPU: python benchmarks/host_overhead.py
 Host time of each piece (``moe_core.bench.timing.host_time``: GPU idle before each call, median):
-a bare Triton launch with 2 and with 30 arguments, torch allocations, and for Qwen3-30B-A3B the
-MoELayer call, ``kernel.apply``, ``forward``, validation, selection, launch configs, block table,
-top-k sum and the routing counter's poll and snapshot.
+a bare Triton launch with 2 and with 30 arguments (through triton, and through the plugin's
+direct-launch ``Launcher``), torch allocations, and for Qwen3-30B-A3B the MoELayer call,
+``kernel.apply``, ``forward``, validation, selection, the cached per-token-count GEMM launches,
+block table, top-k sum and the routing counter's poll and snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from moe_core.layer import MoELayer
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton.blocks import standard_table
+from moe_core_triton.launch import Launcher
 from moe_core_triton.reduce import topk_sum
 
 
@@ -42,6 +44,8 @@ def main() -> None:
     x = torch.zeros(1024, device="cuda")
     print("launch, 2 args", _us(lambda: _two_args[(1,)](x, 5)))
     print("launch, 30 args + 10 constexpr", _us(lambda: _thirty_args[(1,)](*([x] * 10), *range(3, 23), *range(10))))
+    direct = Launcher(_thirty_args, num_warps=4, **{f"C{i + 1}": i for i in range(10)})
+    print("Launcher, 30 args + 10 constexpr", _us(lambda: direct((1,), *([x] * 10), *range(3, 23))))
     print("torch.empty", _us(lambda: torch.empty(1000, device="cuda")))
     print("torch.zeros", _us(lambda: torch.zeros(1000, device="cuda")))
     print("full_checks_enabled", _us(full_checks_enabled))
@@ -51,14 +55,14 @@ def main() -> None:
         kernel, weights = layer._kernels["triton"]
         hidden, routing = random_inputs(cfg, tokens, device="cuda", seed=1)
         rows = torch.randn(tokens * cfg.top_k, cfg.hidden_size, device="cuda", dtype=torch.bfloat16)
-        first, _ = kernel._launch_configs(hidden.device, tokens * cfg.top_k, tokens)
+        first = kernel._gemm_launches(hidden.device, tokens * cfg.top_k, tokens, True, False)[0].config
         parts = {
             "layer": lambda: layer(hidden, routing),
             "apply": lambda: kernel.apply(hidden, weights, routing),
             "forward": lambda: kernel.forward(hidden, weights, routing, expert_map=None, apply_router_weight_on_input=False),
             "validate": lambda: kernel.validate_inputs(hidden, weights, routing, None, False),
             "select": lambda: layer._select(tokens),
-            "configs": lambda: kernel._launch_configs(hidden.device, tokens * cfg.top_k, tokens),
+            "gemm_launches": lambda: kernel._gemm_launches(hidden.device, tokens * cfg.top_k, tokens, True, False),
             "table": lambda: standard_table(routing.topk_ids, cfg.num_experts, cfg.num_experts, first.BLOCK_M, None, kernel.routing_errors),
             "topk_sum": lambda: topk_sum(rows, routing.topk_ids, cfg.num_experts, cfg.num_experts, None),
             "poll": kernel.routing_errors.poll,
