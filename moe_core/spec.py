@@ -41,6 +41,25 @@ def check_class_ref(owner: str, attr: str, value: object) -> None:
         raise InvalidConfigError(f"{owner}: {attr} must be a class or 'module:Class', got {value!r}")
 
 
+def check_devices(owner: str, devices: Iterable[DeviceKind]) -> frozenset[DeviceKind]:
+    """``devices`` as a non-empty frozenset of DeviceKind, or InvalidConfigError."""
+    devices = frozenset(devices)
+    if not devices or not all(isinstance(d, DeviceKind) for d in devices):
+        raise InvalidConfigError(f"{owner}: devices must be a non-empty set of DeviceKind")
+    return devices
+
+
+def platform_reasons(devices: frozenset[DeviceKind], requires: frozenset[str], platform: Platform) -> list[str]:
+    """Why a declaration with these device kinds and required packages cannot run on ``platform``."""
+    reasons = []
+    if platform.kind not in devices:
+        reasons.append(f"it runs on {', '.join(sorted(d.value for d in devices))}, not {platform.kind.value}")
+    missing = sorted(p for p in requires if not platform.has_package(p))
+    if missing:
+        reasons.append(f"package(s) {', '.join(missing)} not importable")
+    return reasons
+
+
 def load_class(ref: "type | str") -> type:
     """A class given as itself or as ``"module:Qualified.Name"`` (imported on first use)."""
     if isinstance(ref, type):
@@ -147,10 +166,7 @@ class BackendSpec:
         if not formats or not all(isinstance(f, ActivationFormat) for f in formats):
             raise InvalidConfigError(f"BackendSpec {self.name!r}: formats must be a non-empty set of ActivationFormat")
         object.__setattr__(self, "formats", formats)
-        devices = frozenset(self.devices)
-        if not devices or not all(isinstance(d, DeviceKind) for d in devices):
-            raise InvalidConfigError(f"BackendSpec {self.name!r}: devices must be a non-empty set of DeviceKind")
-        object.__setattr__(self, "devices", devices)
+        object.__setattr__(self, "devices", check_devices(f"BackendSpec {self.name!r}", self.devices))
         object.__setattr__(self, "requires", frozenset(self.requires))
         pairs = self.family_priorities.items() if isinstance(self.family_priorities, Mapping) else self.family_priorities
         normalized = []
@@ -193,12 +209,7 @@ class BackendSpec:
         if not self.claims(query.weight_key, query.activation_key):
             reasons.append(f"it does not implement the {describe_keys(query.weight_key, query.activation_key)} scheme")
         reasons += self.policy_reasons(query.config)
-        if query.platform.kind not in self.devices:
-            kinds = ", ".join(sorted(d.value for d in self.devices))
-            reasons.append(f"it runs on {kinds}, not {query.platform.kind.value}")
-        missing = sorted(p for p in self.requires if not query.platform.has_package(p))
-        if missing:
-            reasons.append(f"package(s) {', '.join(missing)} not importable")
+        reasons += platform_reasons(self.devices, self.requires, query.platform)
         if query.config.parallel.use_ep and not self.supports_expert_map:
             reasons.append(f"expert parallelism (ep_size={query.config.parallel.ep_size}) needs an expert map and this backend has none")
         return reasons

@@ -8,7 +8,8 @@ from typing import Any
 from moe_core.config import ActivationFormat
 from moe_core.errors import InvalidConfigError
 from moe_core.platform import DeviceKind
-from moe_core.spec import NOT_VALIDATED, SupportQuery, Validation, check_class_ref, check_name, load_class
+from moe_core.spec import (NOT_VALIDATED, SupportQuery, Validation, check_class_ref, check_devices, check_name, load_class,
+                           platform_reasons)
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,7 @@ class DispatchSpec:
         if any(not isinstance(s, int) or isinstance(s, bool) or s < 2 for s in sizes):
             raise InvalidConfigError(f"{owner}: world_sizes must be ints >= 2 (empty: any), got {sorted(self.world_sizes)!r}")
         object.__setattr__(self, "world_sizes", sizes)
-        devices = frozenset(self.devices)
-        if not devices or not all(isinstance(d, DeviceKind) for d in devices):
-            raise InvalidConfigError(f"{owner}: devices must be a non-empty set of DeviceKind")
-        object.__setattr__(self, "devices", devices)
+        object.__setattr__(self, "devices", check_devices(owner, self.devices))
         object.__setattr__(self, "requires", frozenset(self.requires))
         check_class_ref(owner, "implementation", self.implementation)
 
@@ -86,13 +84,7 @@ class DispatchSpec:
             reasons.append("the layer is not expert-parallel (ep_size=1)")
         elif self.world_sizes and ep not in self.world_sizes:
             reasons.append(f"it runs expert-parallel sizes {', '.join(map(str, sorted(self.world_sizes)))}, not {ep}")
-        if query.platform.kind not in self.devices:
-            kinds = ", ".join(sorted(d.value for d in self.devices))
-            reasons.append(f"it runs on {kinds}, not {query.platform.kind.value}")
-        missing = sorted(p for p in self.requires if not query.platform.has_package(p))
-        if missing:
-            reasons.append(f"package(s) {', '.join(missing)} not importable")
-        return reasons
+        return reasons + platform_reasons(self.devices, self.requires, query.platform)
 
     def traits(self) -> str:
         """``standard, host sync, graph-unsafe``: the facts a user chooses a dispatcher by."""
