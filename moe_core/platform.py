@@ -108,6 +108,7 @@ PRESETS: dict[str, Platform] = {
     "b200": Platform(DeviceKind.CUDA, (10, 0), "NVIDIA B200", frozenset({"triton", "flashinfer", "deep_gemm"}), simulated=True),
     "a100": Platform(DeviceKind.CUDA, (8, 0), "NVIDIA A100-SXM4-80GB", frozenset({"triton", "flashinfer"}), simulated=True),
     "l40s": Platform(DeviceKind.CUDA, (8, 9), "NVIDIA L40S", frozenset({"triton", "flashinfer"}), simulated=True),
+    "rtx5090": Platform(DeviceKind.CUDA, (12, 0), "NVIDIA GeForce RTX 5090", frozenset({"triton", "flashinfer"}), simulated=True),
     "t4": Platform(DeviceKind.CUDA, (7, 5), "Tesla T4", frozenset({"triton"}), simulated=True),
     "mi300x": Platform(DeviceKind.ROCM, (9, 4), "AMD Instinct MI300X", frozenset({"triton", "aiter"}), simulated=True, arch="gfx942"),
     "mi355x": Platform(DeviceKind.ROCM, (9, 5), "AMD Instinct MI355X", frozenset({"triton", "aiter"}), simulated=True, arch="gfx950"),

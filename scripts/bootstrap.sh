@@ -22,16 +22,27 @@ elif ! "$py" -c "import torch" >/dev/null 2>&1; then
 fi
 shopt -s nullglob
 packages=("$root"/plugins/*/pyproject.toml "$root"/examples/*/pyproject.toml)
+light=("$root"/plugins/*/requirements-light.txt "$root"/plugins/*/requirements-nodeps.txt)
 stamp="$venv/.moe-core-installed"
-want="$(cat "$root/pyproject.toml" "${packages[@]}" "$root/requirements-test.txt" | sha256sum | cut -c1-16)"
+want="$(cat "$root/pyproject.toml" "${packages[@]}" "${light[@]}" "$root/requirements-test.txt" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # Test requirements first: they bring setuptools>=68, which --no-build-isolation builds with.
   "${pip[@]}" -r "$root/requirements-test.txt"
   editable=(-e "$root")
+  nodeps=()
   for project in "${packages[@]}"; do
-    editable+=(-e "$(dirname "$project")")
+    dir="$(dirname "$project")"
+    if [ -f "$dir/requirements-nodeps.txt" ]; then
+      # A plugin whose provider declares heavy GPU-only dependencies (plugins/flashinfer_backend: ~300 MB
+      # that `import flashinfer` does not need): its light requirements, then it and the provider without them.
+      "${pip[@]}" -r "$dir/requirements-light.txt"
+      nodeps+=(-r "$dir/requirements-nodeps.txt" -e "$dir")
+    else
+      editable+=(-e "$dir")
+    fi
   done
   "${pip[@]}" "${editable[@]}"
+  if [ ${#nodeps[@]} -gt 0 ]; then "${pip[@]}" --no-deps "${nodeps[@]}"; fi
   echo "$want" > "$stamp"
 fi
 if [ $# -gt 0 ]; then

@@ -1,0 +1,124 @@
+"""Registers FlashInfer's fused-MoE backends: ``flashinfer_trtllm``, ``flashinfer_cutlass``,
+``flashinfer_cutedsl`` (+ ``flashinfer_cutedsl_batched``), ``flashinfer_b12x`` (requested only) and
+``flashinfer_cutile``.
+
+Priorities follow the seeds' per-family orders (tests/parity/seed_backends.py): fp8
+aiter > flashinfer_trtllm > flashinfer_cutlass > deepgemm > ... > triton; nvfp4 flashinfer_trtllm >
+flashinfer_cutedsl > flashinfer_cutedsl_batched > flashinfer_cutlass; unquantized
+flashinfer_trtllm > flashinfer_cutlass > aiter > triton. ``flashinfer_cutile`` is in no seed order:
+it ranks just below triton until a measured ranking (docs/ranking.md) promotes it. Only
+``flashinfer_trtllm`` applies the SwiGLU clamp among the seeds' FlashInfer backends; cuTile's
+SwiGLU ``limit`` has moe-core's clamp semantics, so ``flashinfer_cutile`` applies it too.
+
+Whether a backend runs on a GPU is FlashInfer's own ``supported(arch)`` answer for the config the
+scheme binds (:mod:`moe_core_flashinfer.contract`); on the real machine (not a simulated preset)
+the toolchain that builds its kernels must be usable too (:mod:`moe_core_flashinfer.facts`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from moe_core.config import Activation, ActivationFormat
+from moe_core.hookspecs import hookimpl
+from moe_core.platform import DeviceKind
+from moe_core.quant import QuantFamily, scheme, scheme_for_keys
+from moe_core.spec import NOT_VALIDATED, BackendSpec
+from moe_core.support import Support
+
+from moe_core_flashinfer import contract, facts
+from moe_core_flashinfer.contract import BINDINGS
+
+_COMMON = dict(family="flashinfer", devices=frozenset({DeviceKind.CUDA}), requires=frozenset({"flashinfer"}), supports_lora=False,
+               supports_expert_map=True)  # the kernel maps global ids to local ones and zeroes remote pairs
+
+
+def _spec(name: str, priority: int, families: dict, description: str, **kw) -> BackendSpec:
+    return BackendSpec(
+        name=name, priority=priority, family_priorities=families, schemes=[scheme(s) for s in BINDINGS[name]],
+        kernel=f"moe_core_flashinfer.kernel:{KERNELS[name]}", description=description, validation=kw.pop("validation", NOT_VALIDATED),
+        **_COMMON, **kw,
+    )
+
+
+KERNELS = {
+    "flashinfer_trtllm": "TrtllmKernel", "flashinfer_cutlass": "CutlassKernel", "flashinfer_cutedsl": "CuteDslKernel",
+    "flashinfer_cutedsl_batched": "BatchedCuteDslKernel", "flashinfer_b12x": "B12xKernel", "flashinfer_cutile": "CuTileKernel",
+}
+
+SPECS = [
+    _spec("flashinfer_trtllm", 1000, {QuantFamily.FP8: 1000, QuantFamily.NVFP4: 1000, QuantFamily.UNQUANTIZED: 1995},
+          "FlashInfer TRT-LLM-gen routed MoE (bf16, fp8 block/per-tensor, nvfp4; Blackwell)", applies_swiglu_clamp=True),
+    _spec("flashinfer_cutlass", 990, {QuantFamily.FP8: 990, QuantFamily.NVFP4: 970, QuantFamily.UNQUANTIZED: 1990},
+          "FlashInfer CUTLASS fused MoE (bf16, fp8 per-tensor, nvfp4; JIT-built with nvcc)"),
+    _spec("flashinfer_cutedsl", 990, {QuantFamily.NVFP4: 990}, "FlashInfer CuTe-DSL nvfp4 fused MoE (Blackwell)",
+          batched_variant="flashinfer_cutedsl_batched"),
+    _spec("flashinfer_cutedsl_batched", 980, {QuantFamily.NVFP4: 980},
+          "FlashInfer CuTe-DSL nvfp4 MoE on the batched-experts (expert-parallel) format",
+          formats=frozenset({ActivationFormat.BATCHED_EXPERTS})),
+    _spec("flashinfer_b12x", 100, {QuantFamily.NVFP4: 100}, "FlashInfer b12x nvfp4 MoE for sm_120/121 (opt-in: request it by name)",
+          auto_select=False),
+    _spec("flashinfer_cutile", 480, {QuantFamily.UNQUANTIZED: 480, QuantFamily.FP8: 480},
+          "FlashInfer cuTile fused MoE (bf16, fp8 per-tensor; compiled by cuda-tile's tileiras, sm_89/90/120/121)",
+          applies_swiglu_clamp=True),
+]
+NAMES = {s.name for s in SPECS}
+
+
+@hookimpl
+def moe_core_backends():
+    return SPECS
+
+
+def _arch(platform) -> int | None:
+    cap = platform.capability
+    return None if cap is None else cap[0] * 10 + cap[1]
+
+
+@hookimpl
+def moe_core_supports(backend, config, weight_key, activation_key, platform):
+    if backend.name not in NAMES:
+        return None
+    binding = BINDINGS[backend.name][scheme_for_keys(weight_key, activation_key).name]
+    reasons, notes = [], []
+    if config.dtype is not torch.bfloat16:
+        reasons.append(f"FlashInfer's unified MoE API takes and returns bfloat16 activations; this layer computes in {config.dtype_name}")
+    try:
+        reasons += _flashinfer_reasons(backend.name, binding, config, platform)
+    except facts.FlashInferUnavailableError as exc:
+        return Support.no(f"FlashInfer's support facts need the package itself: {exc}")
+    if not platform.simulated and platform.is_cuda():
+        missing = facts.missing_toolchains(binding)
+        notes += [m for m in missing if m.startswith("cubins:")]
+        reasons += [f"cannot build its kernels here: {m}" for m in missing if not m.startswith("cubins:")]
+    return Support.from_reasons(reasons) if reasons else Support.yes(*notes)
+
+
+def _flashinfer_reasons(name: str, binding: contract.Binding, config, platform) -> list[str]:
+    """Reasons from FlashInfer's own facts: architecture, activations, kernel limits."""
+    reasons = []
+    arch = _arch(platform)
+    if arch is None or not facts.supported(binding.config, arch):
+        have = "an unknown compute capability" if arch is None else f"sm_{arch}"
+        runs = ", ".join(f"sm_{a}" for a in facts.supported_archs(binding.config))
+        reasons.append(f"FlashInfer {facts.version()} ships {binding.config} for {runs} only ({binding.config}.supported), not {have}")
+    activation = contract.ACTIVATIONS[config.activation.value]
+    if binding.config.startswith("CuTile"):
+        if facts.activation_type_name(activation) not in facts.cutile_activations():
+            reasons.append(f"FlashInfer's cuTile kernels do not implement {activation} ({config.activation.value})")
+    elif config.activation is not Activation.SILU:
+        reasons.append(f"this plugin binds {binding.config} with SwiGLU (silu) only, not {config.activation.value}")
+    if config.swiglu_limit is not None and activation != contract.CLAMPED_ACTIVATION:
+        reasons.append(f"swiglu_limit needs FlashInfer's {contract.CLAMPED_ACTIVATION}; {activation} ({config.activation.value}) has no clamp")
+    if binding.config.startswith("Trtllm"):
+        max_top_k, max_experts = facts.trtllm_limits()
+        if config.top_k > max_top_k:
+            reasons.append(f"FlashInfer's TRT-LLM routed kernels take top_k <= {max_top_k}, not {config.top_k}")
+        if config.num_experts > max_experts:
+            reasons.append(f"FlashInfer's TRT-LLM routed kernels take at most {max_experts} experts, not {config.num_experts}")
+    if binding.weights_in == "fp8":
+        multiple = contract.CUTILE_FP8_MULTIPLE
+        for field, size in (("hidden_size", config.hidden_size), ("intermediate_size", config.intermediate_size)):
+            if size % multiple:
+                reasons.append(f"{field}={size} is not a multiple of {multiple}, which {binding.config}.prepare_weights requires; pad it")
+    return reasons
