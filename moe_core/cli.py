@@ -217,7 +217,7 @@ def _join_process_group(args, device: str):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world != args.ep:
         raise InvalidConfigError(f"--ep {args.ep} needs {args.ep} processes, this is one of {world}: launch it as "
-                                 f"`torchrun --nproc-per-node {args.ep} -m moe_core.cli run --ep {args.ep} ...`")
+                                 f"`torchrun --standalone --nproc-per-node {args.ep} -m moe_core.cli run --ep {args.ep} ...`")
     if device == "cuda":
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)

@@ -179,3 +179,27 @@ def test_a_dispatcher_whose_class_lies_about_its_format_fails_conformance():
     reg.register(Liar(), name="liar")
     with pytest.raises(AssertionError, match="produces ActivationFormat.STANDARD, the spec says"):
         check_dispatch_specs(reg, "liar")
+
+
+def test_cli_explains_the_pair_and_run_says_how_to_launch(capsys):
+    from moe_core.cli import main
+
+    assert main(["explain", "--ep", "2", "--experts", "16", "--platform", "h100", "--dispatch", "naive"]) == 0
+    out = capsys.readouterr().out
+    assert "=> pair: naive + " in out and "Dispatchers (expert-parallel size 2)" in out
+    assert main(["run", "--ep", "2", "--experts", "16", "--tokens", "4", "--device", "cpu"]) == 2
+    assert "torchrun --standalone --nproc-per-node 2" in capsys.readouterr().err
+
+
+def test_moe_core_run_under_torchrun_runs_every_rank(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "moe_core.cli",
+           "run", "--ep", "2", "--experts", "16", "--hidden", "256", "--intermediate", "128", "--tokens", "8", "--device", "cpu"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "=> pair: all_to_all + " in result.stdout
+    assert "rank 0 of 2" in result.stdout and "rank 1 of 2" in result.stdout
