@@ -27,6 +27,7 @@ import triton.language as tl
 
 from moe_core.routing_guard import RoutingErrorCounter
 from moe_core_triton.launch import Launcher
+from moe_core_triton.scratch import Empty, new_empty
 
 #: Up to this many (token, slot) pairs the table is built by one Triton program (one launch, least
 #: host time); beyond it by the two-launch parallel table, whose GPU time stays 13-23 µs at any size
@@ -157,17 +158,18 @@ def _small_table_kernel(
 
 def standard_table(
     topk_ids: torch.Tensor, num_experts: int, num_local: int, block_m: int,
-    expert_map: torch.Tensor | None = None, errors: RoutingErrorCounter | None = None,
+    expert_map: torch.Tensor | None = None, errors: RoutingErrorCounter | None = None, *, empty: Empty = new_empty,
 ) -> BlockTable:
     """Group the T*k (token, slot) pairs of ``topk_ids`` [T, k] by local expert.
 
     Remote pairs (expert map entry -1) are dropped; so are invalid pairs (an id outside
     [0, num_experts), a map entry outside [-1, num_local)), which are also counted in ``errors``.
+    ``empty`` allocates the table (see :mod:`moe_core_triton.scratch`).
     """
     pairs = topk_ids.numel()
     if 0 < pairs <= SMALL_TABLE_PAIRS and num_local <= 1024 and (topk_ids.is_cuda or _interpreting()):
-        return _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors)
-    return _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors)
+        return _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty)
+    return _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty)
 
 
 def _interpreting() -> bool:
@@ -186,12 +188,12 @@ def _small_launcher(has_map: bool, guard: bool, block_m: int, e_p2: int) -> Laun
     return Launcher(_small_table_kernel, num_warps=4, HAS_MAP=has_map, GUARD=guard, BLOCK_M=block_m, E_P2=e_p2, CHUNK=64)
 
 
-def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
+def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty: Empty = new_empty) -> BlockTable:
     device = topk_ids.device
     pairs = topk_ids.numel()
     capacity = _capacity(pairs, num_local, block_m)
-    table = torch.empty(table_words(capacity, block_m) + num_local, dtype=torch.int32, device=device)
-    ids = topk_ids.reshape(-1)
+    table = empty((table_words(capacity, block_m) + num_local,), torch.int32, device)
+    ids = _flat(topk_ids)
     launch = _small_launcher(expert_map is not None, errors is not None, block_m, next_power_of_2(num_local))
     launch((1,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
            table, pairs, num_experts, num_local, capacity)
@@ -262,17 +264,17 @@ def _parallel_launchers(has_map: bool, guard: bool, block_m: int, e_p2: int, blo
             Launcher(_place_kernel, num_warps=4, BLOCK_M=block_m, E_P2=e_p2, BLOCK=block))
 
 
-def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors) -> BlockTable:
+def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty: Empty = new_empty) -> BlockTable:
     """Any number of pairs in two parallel launches (plus zeroing the counts); within an expert,
     pairs land in atomic order, which changes no output value (each row is computed on its own)."""
     device = topk_ids.device
-    ids = topk_ids.reshape(-1)
+    ids = _flat(topk_ids)
     pairs = ids.numel()
     capacity = _capacity(pairs, num_local, block_m)
     words = table_words(capacity, block_m)
     if pairs == 0:
         return BlockTable(torch.zeros(words, dtype=torch.int32, device=device), capacity, pairs, block_m)
-    table = torch.empty(words + 2 * pairs, dtype=torch.int32, device=device)
+    table = empty((words + 2 * pairs,), torch.int32, device)
     counts = torch.zeros(num_local, dtype=torch.int32, device=device)
     e_p2 = next_power_of_2(num_local)
     block = max(16, min(1024, 16384 // e_p2))
@@ -303,6 +305,11 @@ def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int
     block_expert = torch.arange(experts, device=device, dtype=torch.int32).repeat_interleave(per_expert // block_m)
     num_padded = torch.tensor([sorted_ids.numel()], dtype=torch.int32, device=device)
     return BlockTable(torch.cat([sorted_ids, block_expert, num_padded]), sorted_ids.numel(), sentinel, block_m)
+
+
+def _flat(ids: torch.Tensor) -> torch.Tensor:
+    """``ids`` as the kernels read it: contiguous, indexed by flat pair number (no view made when it already is)."""
+    return ids if ids.is_contiguous() else ids.contiguous()
 
 
 def _round_up(x: int, m: int) -> int:

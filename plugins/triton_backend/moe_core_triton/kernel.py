@@ -8,6 +8,7 @@ reduction (standard format). No Python loop over experts.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 
 import torch
@@ -24,11 +25,17 @@ from moe_core_triton.gemm import moe_gemm_kernel
 from moe_core_triton.launch import Launcher
 from moe_core_triton.quantize import quantize_activations
 from moe_core_triton.reduce import topk_sum
+from moe_core_triton.scratch import Scratch, new_empty
 
 #: Rows (token-expert pairs) the int32 block table can index.
 MAX_ROWS = 2**31 - 1
 #: check_shapes' answer for every input it accepts (Support is immutable; made once, not per call).
 _FITS = Support.yes()
+#: Standard-format forwards of at most this many (token, slot) rows on a GPU reuse their internal
+#: buffers (:mod:`moe_core_triton.scratch`); larger ones are not host-bound. At most
+#: MAX_SCRATCHES sets are kept per kernel (Mixtral-sized: under 3 MB each).
+REUSE_MAX_ROWS = 64
+MAX_SCRATCHES = 8
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
+        self._scratches: dict[tuple, Scratch] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32."""
@@ -124,32 +132,47 @@ class TritonKernel(MoEKernel):
             a_in = x
             tokens = x.shape[0]
             rows, row_div = tokens * cfg.top_k, cfg.top_k
-            table_for = lambda bm, errs: standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, bm, expert_map, errs)  # noqa: E731
         i, h = cfg.intermediate_size, cfg.hidden_size
         device = x.device
 
         weighted = not (batched or apply_router_weight_on_input)
         atomic = self.reduce == "atomic" and not batched
+        empty = self._scratch(device, rows, tokens) if not (batched or atomic) else new_empty
+        if not batched:
+            table_for = lambda bm, errs: standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, bm, expert_map, errs, empty=empty)  # noqa: E731
         g1, g2 = self._gemm_launches(device, rows, tokens, weighted, atomic)
         table1 = table_for(g1.config.BLOCK_M, errors)  # invalid routing is counted by the first table only
         table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2.config.BLOCK_M, None)
 
-        a1, a1_scale = self._quantize(a_in, weights.a13_scale)
-        inter = (torch.zeros if self._zero_intermediate else torch.empty)((rows, i), dtype=cfg.dtype, device=device)
+        a1, a1_scale = self._quantize(a_in, weights.a13_scale, empty)
+        inter = torch.zeros((rows, i), dtype=cfg.dtype, device=device) if self._zero_intermediate else empty((rows, i), cfg.dtype, device)
         self._gemm(g1, a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, row_div=row_div, up_offset=i)
-        a2, a2_scale = self._quantize(inter, weights.a2_scale)
+        a2, a2_scale = self._quantize(inter, weights.a2_scale, empty)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
         if atomic:
             out = torch.zeros((tokens, h), dtype=torch.float32, device=device)
             self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out, table2, row_div=1, topk_weights=topk_weights, c_row_div=cfg.top_k)
             return out.to(cfg.dtype)
-        out_rows = (torch.zeros if batched else torch.empty)((rows, h), dtype=cfg.dtype, device=device)  # batched: rows past counts are 0
+        out_rows = torch.zeros((rows, h), dtype=cfg.dtype, device=device) if batched else empty((rows, h), cfg.dtype, device)  # batched: rows past counts are 0
         self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, row_div=1, topk_weights=topk_weights)
         if batched:
             return out_rows.view(x.shape)
         if not self.count_routing_errors:
             return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
         return topk_sum(out_rows, routing.topk_ids, cfg.num_experts, cfg.local_num_experts, expert_map)
+
+    def _scratch(self, device: torch.device, rows: int, tokens: int):
+        """The ``empty`` of a standard-format forward: a reused :class:`Scratch` for small forwards
+        outside CUDA-graph capture, keyed by (device, stream, thread, rows, tokens); else plain allocation."""
+        if rows > REUSE_MAX_ROWS or device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+            return new_empty
+        key = (device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens)
+        scratch = self._scratches.get(key)
+        if scratch is None:
+            if len(self._scratches) >= MAX_SCRATCHES:
+                self._scratches.clear()
+            scratch = self._scratches[key] = Scratch()
+        return scratch.rewind().empty
 
     def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, atomic: bool) -> tuple[GemmLaunch, GemmLaunch]:
         """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,
@@ -186,10 +209,10 @@ class TritonKernel(MoEKernel):
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
         return configs.choose(_device_name(device), key, tokens, fallback)
 
-    def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None):
+    def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None, empty):
         if self.activation_key is None:
             return a, None
-        return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None)
+        return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None, empty=empty)
 
     def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable, *, row_div: int, up_offset: int = 0,
               topk_weights=None, c_row_div: int = 1):

@@ -16,6 +16,7 @@ import triton.language as tl
 from moe_core.quant import QuantDtype, QuantKey
 from moe_core_triton.blocks import cdiv, next_power_of_2
 from moe_core_triton.launch import Launcher
+from moe_core_triton.scratch import Empty, new_empty
 
 _QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
 _TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
@@ -76,16 +77,18 @@ def _launcher(group: int, groups: int, static: bool, is_int8: bool, wide: bool) 
                     GROUPS_P2=next_power_of_2(groups), STATIC=static, IS_INT8=is_int8, ROUND_FP8=ROUND_IN_FP32)
 
 
-def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Tensor | None = None, *,
+                         empty: Empty = new_empty) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize rows of a 2-D tensor into ``key`` (fp8 or int8; per-tensor, per-token or 1xG groups).
 
     Returns (q [R, K], scale). Per-tensor dynamic scales are one amax reduction on the device
-    followed by the static-scale kernel, so there is never a host synchronisation.
+    followed by the static-scale kernel, so there is never a host synchronisation. ``empty``
+    allocates the outputs (see :mod:`moe_core_triton.scratch`).
     """
     if x.stride(1) != 1:  # the kernel reads each row as one contiguous run
         x = x.contiguous()
     rows, k = x.shape
-    q = torch.empty((rows, k), dtype=_TORCH_DTYPE[key.dtype], device=x.device)
+    q = empty((rows, k), _TORCH_DTYPE[key.dtype], x.device)
     qmax = _QMAX[key.dtype]
     if key.group.is_per_tensor:
         if static_scale is None:
@@ -96,7 +99,7 @@ def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Ten
     else:
         group = k if key.group.cols == -1 else key.group.cols
         groups = cdiv(k, group)
-        scale = torch.empty((rows, groups), dtype=torch.float32, device=x.device)
+        scale = empty((rows, groups), torch.float32, x.device)
         static = False
     if rows:
         launch = _launcher(group, groups, static, key.dtype is QuantDtype.INT8, k >= 4096)
