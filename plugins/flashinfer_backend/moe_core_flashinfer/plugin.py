@@ -23,7 +23,7 @@ from moe_core.config import Activation, ActivationFormat
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, scheme, scheme_for_keys
-from moe_core.spec import NOT_VALIDATED, BackendSpec
+from moe_core.spec import NOT_VALIDATED, BackendSpec, Validation
 from moe_core.support import Support
 
 from moe_core_flashinfer import contract, facts
@@ -60,7 +60,10 @@ SPECS = [
           auto_select=False),
     _spec("flashinfer_cutile", 480, {QuantFamily.UNQUANTIZED: 480, QuantFamily.FP8: 480},
           "FlashInfer cuTile fused MoE (bf16, fp8 per-tensor; compiled by cuda-tile's tileiras, sm_89/90/120/121)",
-          applies_swiglu_clamp=True),
+          applies_swiglu_clamp=True, validation=Validation(
+              hardware="NVIDIA H100 80GB HBM3",
+              provider="flashinfer-python 0.7.2.post1, cuda-tile 1.7.0 with tileiras/ptxas/libnvvm 13.4.92, torch 2.11.0+cu130",
+              date="2026-11-23", log="docs/benchmarks/h100-2026-11-23/flashinfer_gpu_tests.log")),
 ]
 NAMES = {s.name for s in SPECS}
 
