@@ -153,6 +153,10 @@ def cmd_doctor(args) -> int:
     print("dispatchers:")
     for d in sorted(reg.dispatchers.values(), key=lambda d: d.name):
         print(f"  {d.name:<20} {_install_status(d, plat)}; {d.validation.describe()}")
+    for plugin, lines in reg.doctor_reports().items():
+        print(f"{plugin}:")
+        for line in lines:
+            print(f"  {line}")
     problems = reg.problems
     if problems:
         print("plugin problems:")

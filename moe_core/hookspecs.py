@@ -91,3 +91,13 @@ def moe_core_dispatch_supports(dispatcher, config, weight_key, activation_key, p
     The core has already checked the declaration (world size, devices, required packages).
     ``platform`` may be simulated: never query the real GPUs here.
     """
+
+
+@hookspec
+def moe_core_doctor() -> "Sequence[str] | None":  # noqa: F821
+    """Return lines ``moe-core doctor`` prints under this plugin: the provider's version, which
+    toolchains work here, which backends can really run on this machine and what to install otherwise.
+
+    Called only by ``moe-core doctor`` (never during selection), so it may import the provider and
+    look at the real machine. An exception is shown as a plugin problem, never breaks the command.
+    """

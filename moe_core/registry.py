@@ -251,6 +251,24 @@ class Registry:
     def get(self, name: str) -> BackendSpec | None:
         return self.specs.get(name)
 
+    def doctor_reports(self) -> dict[str, list[str]]:
+        """Each plugin's ``moe_core_doctor`` lines; a hook that raises or returns garbage becomes a problem and a line."""
+        reports: dict[str, list[str]] = {}
+        for impl in sorted(self._pm.hook.moe_core_doctor.get_hookimpls(), key=lambda i: i.plugin_name):
+            record = self._records[impl.plugin_name]
+            try:
+                lines = impl.function()
+            except Exception as exc:  # noqa: BLE001 - isolation is the point
+                lines = [f"(moe_core_doctor raised {type(exc).__name__}: {exc})"]
+                self._problem(record.name, record.distribution, record.version, "moe_core_doctor", lines[0][1:-1])
+            if lines is None:
+                continue
+            if isinstance(lines, str) or not all(isinstance(line, str) for line in lines):
+                lines = [f"(moe_core_doctor returned {type(lines).__name__}, not a list of str)"]
+                self._problem(record.name, record.distribution, record.version, "moe_core_doctor", lines[0][1:-1])
+            reports[impl.plugin_name] = list(lines)
+        return reports
+
     def supports(self, spec: BackendSpec, query: SupportQuery) -> Support:
         """Declared checks, then the owner's answer and every other plugin's veto."""
         return self._ask(BACKENDS, spec, query)

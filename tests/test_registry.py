@@ -156,3 +156,25 @@ def test_setup_variables_are_not_reported_as_typos():
 
     environ = {"MOE_CORE_TORCH": "system", "MOE_CORE_VENV": "/tmp/v", "MOE_CORE_BACKNED": "triton"}
     assert unknown_variables(environ) == ["MOE_CORE_BACKNED"]
+
+
+class DoctorPlugin:
+    def __init__(self, answer):
+        self.answer = answer
+
+    @hookimpl
+    def moe_core_doctor(self):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_doctor_reports_are_collected_and_misbehaviour_is_isolated():
+    reg = registry(DoctorPlugin(["provider 1.2 importable", "nvcc: missing"]), DoctorPlugin(RuntimeError("no GPU")),
+                   DoctorPlugin("a bare string"), DoctorPlugin(None))
+    reports = reg.doctor_reports()
+    assert reports["p0"] == ["provider 1.2 importable", "nvcc: missing"]
+    assert reports["p1"] == ["(moe_core_doctor raised RuntimeError: no GPU)"]
+    assert reports["p2"] == ["(moe_core_doctor returned str, not a list of str)"]
+    assert "p3" not in reports
+    assert {(p.plugin, p.stage) for p in reg.problems} == {("p1", "moe_core_doctor"), ("p2", "moe_core_doctor")}
