@@ -34,9 +34,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     dir="$(dirname "$project")"
     if [ -f "$dir/requirements-nodeps.txt" ]; then
       # A plugin whose provider declares heavy GPU-only dependencies (plugins/flashinfer_backend: ~300 MB
-      # that `import flashinfer` does not need): its light requirements, then it and the provider without them.
-      "${pip[@]}" -r "$dir/requirements-light.txt"
-      nodeps+=(-r "$dir/requirements-nodeps.txt" -e "$dir")
+      # that `import flashinfer` does not need): its light requirements and the provider without them.
+      # Offline (a GPU machine's image) the provider may be out of reach: the plugin is installed all the
+      # same and its backends say how to install the provider, as for every optional provider.
+      if ! { "${pip[@]}" -r "$dir/requirements-light.txt" && "${pip[@]}" --no-deps -r "$dir/requirements-nodeps.txt"; }; then
+        echo "bootstrap: could not install the provider of $(basename "$dir") ($dir/requirements-nodeps.txt; offline?)." \
+             "Its backends will say how to install it; the rest works without it. To retry: rm $stamp" >&2
+      fi
+      nodeps+=(-e "$dir")
     else
       editable+=(-e "$dir")
     fi
