@@ -27,16 +27,18 @@ from moe_core.spec import BackendSpec
 CFG = MoEConfig(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, dtype=torch.float32)
 UNQ = quant.scheme("unquantized")
 CPU = preset("cpu")
+#: The fake kernels' deliberate delay: far above the reference compute at these sizes even on a loaded 2-core CI machine.
+SLEEP_S = 0.06
 
 
 class SlowKernel(ReferenceKernel):
-    """Correct but slow: sleeps 20 ms above 2 tokens."""
+    """Correct but slow: sleeps SLEEP_S above 2 tokens."""
 
     backend_name = "slowpoke"
 
     def forward(self, hidden_states, weights, routing, **kw):
         if hidden_states.shape[0] > 2:
-            time.sleep(0.02)
+            time.sleep(SLEEP_S)
         return super().forward(hidden_states, weights, routing, **kw)
 
 
@@ -47,7 +49,7 @@ class FastKernel(ReferenceKernel):
 
     def forward(self, hidden_states, weights, routing, **kw):
         if hidden_states.shape[0] <= 2:
-            time.sleep(0.02)
+            time.sleep(SLEEP_S)
         return super().forward(hidden_states, weights, routing, **kw)
 
 
