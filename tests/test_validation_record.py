@@ -71,3 +71,17 @@ def test_requesting_an_unvalidated_backend_warns_once_and_priority_never_warns(c
             assert select(CFG, platform=h100, registry=reg, environ={"MOE_CORE_BACKEND": "untested_vendor"}).name == "untested_vendor"
     warnings = [r.getMessage() for r in caplog.records if "never validated" in r.getMessage()]
     assert warnings == ["MoE backend 'untested_vendor' was requested, but its numerics were never validated on hardware (plugin fakes); running it as asked"]
+
+
+def test_every_installed_record_points_at_a_log_in_the_repository():
+    """A record is evidence only if its log exists: each repository path of every registered backend and dispatcher."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    reg = Registry()
+    records = [(s.name, s.validation) for s in reg.specs.values()] + [(d.name, d.validation) for d in reg.dispatchers.values()]
+    for name, record in records:
+        if not record.validated or "://" in record.log:
+            continue
+        path = record.log.split(" ")[0]  # "tests/test_reference.py (every CI run)" names the file first
+        assert (root / path).is_file(), f"{name}: validation log {record.log!r} is not a file in the repository"

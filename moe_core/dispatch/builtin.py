@@ -10,26 +10,33 @@ from moe_core.config import ActivationFormat
 from moe_core.dispatch.spec import DispatchSpec
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
+from moe_core.spec import Validation
 
 _DEVICES = frozenset({DeviceKind.CUDA, DeviceKind.ROCM, DeviceKind.CPU})
+#: Equality with the single-GPU layer on an H100 with the Triton experts; NCCL across two GPUs is still to run
+#: (docs/benchmarks/ep-h100-one-gpu.md). The gloo CPU cases run in every CI (tests/test_expert_parallel.py).
+_VALIDATION = Validation(
+    hardware="NVIDIA H100 80GB HBM3, 2 ranks on one GPU over gloo (NCCL on 2 GPUs not yet run)",
+    provider="torch 2.11.0+cu130, triton 3.6.0", date="2026-11-23", log="docs/benchmarks/h100-2026-11-23/ep_one_gpu.txt",
+)
 
 SPECS = (
     DispatchSpec(
         name="all_to_all", family="torch_distributed", priority=200, output_format=ActivationFormat.STANDARD,
         implementation="moe_core.dispatch.all_to_all:AllToAllDispatcher", host_sync=True, cuda_graph_safe=False,
-        devices=_DEVICES,
+        devices=_DEVICES, validation=_VALIDATION,
         description="all_to_all_single with per-rank counts: sends each token once to each rank that needs it (prefill)",
     ),
     DispatchSpec(
         name="batched_all_to_all", family="torch_distributed", priority=150, output_format=ActivationFormat.BATCHED_EXPERTS,
         implementation="moe_core.dispatch.batched_all_to_all:BatchedAllToAllDispatcher", host_sync=False, cuda_graph_safe=True,
-        devices=_DEVICES,
+        devices=_DEVICES, validation=_VALIDATION,
         description="fixed-capacity per-expert buffers, one all_to_all each way, overflow reported (decode, CUDA graphs)",
     ),
     DispatchSpec(
         name="naive", family="torch_distributed", priority=100, output_format=ActivationFormat.STANDARD,
         implementation="moe_core.dispatch.naive:NaiveDispatcher", host_sync=False, cuda_graph_safe=True,
-        devices=_DEVICES,
+        devices=_DEVICES, validation=_VALIDATION,
         description="all-gather every token, reduce-scatter the results (small batches, CUDA graphs)",
     ),
 )
