@@ -65,6 +65,8 @@ class Binding:
     ``activations_by``: the config whose ``prepare_activations`` quantizes activations (FlashInfer's
     own quantizer), or ``""`` when the kernel takes bfloat16 activations and quantizes inside.
     ``toolchain``: what compiles or provides its kernels at run time (see :mod:`.facts`).
+    ``jit_module``: the family of nvcc modules its runner JIT-builds on first use
+    (:data:`.facts.JIT_MODULES`: ``"cutlass"`` or ``"trtllm"``), ``""`` when it builds none.
     """
 
     config: str
@@ -76,6 +78,7 @@ class Binding:
     toolchain: str
     activations_by: str = ""
     activation_params: tuple[str, ...] = ()
+    jit_module: str = ""
 
     @property
     def passes_quant(self) -> bool:
@@ -89,31 +92,35 @@ class Binding:
 _GEOMETRY = ("num_local_experts", "hidden_size", "intermediate_size", "activation", "device")
 _BF16 = ("w1_bf16", "w2_bf16")
 
-BF16_TRTLLM = Binding("TrtllmBf16Config", "TrtllmBf16RoutedRunner", "BF16", "BF16", "bf16", _BF16 + _GEOMETRY + ("permute_cache",), "nvcc+cubins")
-BF16_CUTLASS = Binding("CutlassBf16Config", "CutlassBf16Runner", "BF16", "BF16", "bf16", _BF16 + _GEOMETRY, "nvcc")
+BF16_TRTLLM = Binding("TrtllmBf16Config", "TrtllmBf16RoutedRunner", "BF16", "BF16", "bf16", _BF16 + _GEOMETRY + ("permute_cache",), "nvcc+cubins",
+                      jit_module="trtllm")
+BF16_CUTLASS = Binding("CutlassBf16Config", "CutlassBf16Runner", "BF16", "BF16", "bf16", _BF16 + _GEOMETRY, "nvcc", jit_module="cutlass")
 BF16_CUTILE = Binding("CuTileBf16Config", "CuTileBf16Runner", "BF16", "BF16", "bf16", _BF16 + _GEOMETRY, "cuda-tile")
 FP8_BLOCK_TRTLLM = Binding(
     "TrtllmFp8BlockConfig", "TrtllmFp8BlockRunner", "DeepSeekFp8", "DeepSeekFp8", "bf16", _BF16 + ("quant",) + _GEOMETRY, "nvcc+cubins",
-    activations_by="TrtllmFp8BlockConfig", activation_params=("hidden_states_bf16", "quant"),
+    activations_by="TrtllmFp8BlockConfig", activation_params=("hidden_states_bf16", "quant"), jit_module="trtllm",
 )
 _STATIC = _BF16 + ("hidden_states_scale_global", "intermediate_scale_global") + _GEOMETRY
 FP8_TENSOR_TRTLLM = Binding(
     "TrtllmFp8PerTensorConfig", "TrtllmFp8PerTensorRunner", "FP8PerTensor", "FP8PerTensor", "bf16", _STATIC, "nvcc+cubins",
     activations_by="TrtllmFp8PerTensorConfig", activation_params=("hidden_states_bf16", "hidden_states_scale_global"),
+    jit_module="trtllm",
 )
 FP8_TENSOR_CUTLASS = Binding(
     "CutlassFp8PerTensorConfig", "CutlassFp8PerTensorRunner", "FP8PerTensor", "FP8PerTensor", "bf16", _STATIC, "nvcc",
     activations_by="CutlassFp8PerTensorConfig", activation_params=("hidden_states_bf16", "hidden_states_scale_global"),
+    jit_module="cutlass",
 )
 FP8_TENSOR_CUTILE = Binding(
     "CuTileFp8PerTensorConfig", "CuTileFp8PerTensorRunner", "FP8PerTensor", "FP8PerTensor", "fp8",
     ("w1_fp8", "w1_scale", "w2_fp8", "w2_scale") + _GEOMETRY, "cuda-tile",
 )
 _NVFP4_ACT = dict(activations_by="TrtllmFp4Config", activation_params=("hidden_states_bf16", "quant"))
-NVFP4_TRTLLM = Binding("TrtllmFp4Config", "TrtllmFp4RoutedRunner", "NVFP4", "NVFP4", "bf16", _BF16 + ("quant",) + _GEOMETRY + ("permute_cache",), "nvcc+cubins", **_NVFP4_ACT)
+NVFP4_TRTLLM = Binding("TrtllmFp4Config", "TrtllmFp4RoutedRunner", "NVFP4", "NVFP4", "bf16", _BF16 + ("quant",) + _GEOMETRY + ("permute_cache",), "nvcc+cubins",
+                       jit_module="trtllm", **_NVFP4_ACT)
 NVFP4_CUTLASS = Binding(
     "CutlassNvfp4Config", "CutlassNvfp4Runner", "NVFP4", "NVFP4", "bf16", _BF16 + _GEOMETRY, "nvcc",
-    activations_by="CutlassNvfp4Config", activation_params=("hidden_states_bf16", "quant"),
+    activations_by="CutlassNvfp4Config", activation_params=("hidden_states_bf16", "quant"), jit_module="cutlass",
 )
 #: CuteDslConfig has no prepare_activations; its pack takes the same linear-scale NVFP4 activations as TRT-LLM's.
 NVFP4_CUTEDSL = Binding("CuteDslConfig", "CuteDslRunner", "NVFP4", "NVFP4", "bf16", _BF16 + ("quant",) + _GEOMETRY + ("nvfp4_4over6",), "cutlass-dsl", **_NVFP4_ACT)

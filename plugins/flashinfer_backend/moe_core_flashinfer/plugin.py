@@ -12,7 +12,10 @@ SwiGLU ``limit`` has moe-core's clamp semantics, so ``flashinfer_cutile`` applie
 
 Whether a backend runs on a GPU is FlashInfer's own ``supported(arch)`` answer for the config the
 scheme binds (:mod:`moe_core_flashinfer.contract`); on the real machine (not a simulated preset)
-the toolchain that builds its kernels must be usable too (:mod:`moe_core_flashinfer.facts`).
+the toolchain that builds its kernels must be usable too, and a backend whose runner JIT-builds an
+nvcc module (CUTLASS, TRT-LLM) runs only once that module is prebuilt or built
+(:func:`moe_core_flashinfer.facts.jit_state`; ``python -m moe_core_flashinfer build cutlass`` builds it).
+``moe_core_doctor`` reports FlashInfer's version, toolchains and modules (:mod:`moe_core_flashinfer.report`).
 """
 
 from __future__ import annotations
@@ -73,6 +76,14 @@ def moe_core_backends():
     return SPECS
 
 
+@hookimpl
+def moe_core_doctor():
+    """FlashInfer's version, the toolchains here, each module's build state and what runs on this machine."""
+    from moe_core_flashinfer import report
+
+    return report.lines()
+
+
 def _arch(platform) -> int | None:
     cap = platform.capability
     return None if cap is None else cap[0] * 10 + cap[1]
@@ -91,10 +102,31 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
     except facts.FlashInferUnavailableError as exc:
         return Support.no(f"FlashInfer's support facts need the package itself: {exc}")
     if not platform.simulated and platform.is_cuda():
-        missing = facts.missing_toolchains(binding)
-        notes += [m for m in missing if m.startswith("cubins:")]
-        reasons += [f"cannot build its kernels here: {m}" for m in missing if not m.startswith("cubins:")]
+        try:
+            machine_reasons, notes = _machine_reasons(binding, _arch(platform))
+        except facts.FlashInferUnavailableError as exc:
+            return Support.no(f"FlashInfer's JIT facts need the package itself: {exc}")
+        reasons += machine_reasons
     return Support.from_reasons(reasons) if reasons else Support.yes(*notes)
+
+
+def _machine_reasons(binding: contract.Binding, arch: int | None) -> tuple[list[str], list[str]]:
+    """(reasons, notes) about this machine: its toolchains and, for JIT-built bindings, whether the module is built.
+
+    A JIT-built binding whose nvcc module is neither prebuilt nor in FlashInfer's JIT cache is refused:
+    its first call would compile it (248 compile units for CUTLASS on sm_90), which automatic selection
+    must never start unannounced. A built module needs no compiler, so nvcc is then not asked for.
+    """
+    jit_built = bool(binding.jit_module) and arch is not None and facts.supported(binding.config, arch)  # else refused by arch
+    state = facts.jit_state(binding.jit_module, arch) if jit_built else None
+    missing = facts.missing_toolchains(binding)
+    if state is not None:  # the module's state says everything nvcc would (jit_state names a missing nvcc as its blocker)
+        missing = [m for m in missing if not m.startswith("nvcc:")]
+    notes = [m for m in missing if m.startswith("cubins:")]
+    reasons = [f"cannot build its kernels here: {m}" for m in missing if not m.startswith("cubins:")]
+    if state is not None and not state.ready:
+        reasons.append(state.reason())
+    return reasons, notes
 
 
 def _flashinfer_reasons(name: str, binding: contract.Binding, config, platform) -> list[str]:

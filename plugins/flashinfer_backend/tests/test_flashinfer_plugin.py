@@ -120,6 +120,8 @@ def test_limits_are_read_from_flashinfer():
 
 
 def test_toolchains_are_checked_on_the_real_machine_only(reg, monkeypatch):
+    built = lambda family, arch: facts.JitState(family, arch, "m", 1, facts.BUILT, "/cache/m/m.so")  # noqa: E731 - JIT states: test_flashinfer_jit.py
+    monkeypatch.setattr(facts, "jit_state", built)
     missing = facts.Toolchain("cuda-tile", False, "tileiras not found (test)")
     monkeypatch.setattr(facts, "toolchains", lambda: {**{t: facts.Toolchain(t, True, "ok") for t in ("nvcc", "cubins", "cutlass-dsl")}, "cuda-tile": missing})
     real = dataclasses.replace(preset("h100"), simulated=False)
