@@ -184,7 +184,7 @@ def cmd_run(args) -> int:
     print(f"building a random {args.preset} layer ({sch.name}) on {device} ...", flush=True)
     full = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel, ep_size=1))
     weights = random_layer(full, sch, device=device, seed=args.seed).shard(rank, cfg.parallel.ep_size)
-    layer = MoELayer(cfg, weights, sch.weight_key, sch.activation_key, platform=_platform(args), ep_group=group)
+    layer = MoELayer(cfg, weights, sch.weight_key, sch.activation_key, platform=_run_platform(args, device), ep_group=group)
     if rank == 0:
         print(layer.pair.explain() if layer.pair is not None else layer.selection.explain())
     x, routing = random_inputs(cfg, args.tokens, device=device, seed=args.seed + 1 + rank)
@@ -206,6 +206,17 @@ def cmd_run(args) -> int:
         print("error: the output has NaN or inf", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_platform(args, device: str):
+    """The platform to select for: --platform if given; this machine's CPU side for ``--device cpu`` on a GPU machine."""
+    from moe_core.platform import DeviceKind, Platform
+    from moe_core.resolver import current_platform
+
+    chosen = _platform(args)
+    if chosen is None and device == "cpu" and not current_platform().is_cpu():
+        chosen = Platform(DeviceKind.CPU, None, "cpu", current_platform().packages)
+    return chosen
 
 
 def _join_process_group(args, device: str):

@@ -92,3 +92,14 @@ def test_cli_run_prints_table_checksum_and_time(capsys):
     out = capsys.readouterr().out
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the run command uses the GPU when there is one
     assert "checksum" in out and f" ms on {device} via " in out and "=> " in out
+
+
+def test_cli_run_on_the_cpu_of_a_gpu_machine_selects_for_the_cpu(monkeypatch, capsys):
+    """`run --device cpu` on a GPU machine must not pick a GPU kernel for CPU tensors."""
+    from moe_core import resolver
+    from moe_core.platform import preset
+
+    monkeypatch.setattr(resolver, "current_platform", lambda: preset("h100"))
+    assert main(["run", "--preset", "tiny", "--tokens", "3", "--device", "cpu", "--dtype", "float32"]) == 0
+    out = capsys.readouterr().out
+    assert "| platform: cpu cpu\n" in out and " ms on cpu via " in out and "via triton" not in out
