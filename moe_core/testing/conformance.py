@@ -19,6 +19,8 @@ Plain functions that raise ``AssertionError`` with a message naming the backend 
   (on some simulated platform and config), so the declaration is not a lie.
 * :func:`check_numerics`: every scheme the backend claims matches the reference backend on
   random problems on the device at hand, within per-scheme tolerances.
+* :func:`check_against_reference`: one kernel call on hand-made inputs (odd sizes, empty experts,
+  an expert map) against the reference kernel on the same weights.
 * :func:`check_robustness` (from :mod:`moe_core.testing.robustness`): invalid routing and NaN/inf
   values never crash the backend or poison the device, and invalid routing is reported.
 """
@@ -36,7 +38,7 @@ from moe_core.config import Activation, ActivationFormat, MoEConfig, ParallelCon
 from moe_core.kernel import MoEKernel
 from moe_core.platform import PRESETS, Platform
 from moe_core.presets import random_inputs, random_layer
-from moe_core.quant import scheme_for_keys
+from moe_core.quant import scheme, scheme_for_keys
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.registry import Registry
 from moe_core.batched import combine, dispatch
@@ -105,6 +107,22 @@ def check_supports(reg: Registry, plugin: str, platforms: Iterable[Platform] | N
         never = [str(scheme_for_keys(*k).name if scheme_for_keys(*k) else k) for k in spec.schemes - accepted_schemes]
         assert not never, f"{spec.name}: declares schemes it never accepts on any platform: {never}"
         assert accepted_formats == set(spec.formats), f"{spec.name}: declares formats {sorted(f.value for f in spec.formats)} but accepts only {sorted(f.value for f in accepted_formats)}"
+
+
+def check_against_reference(kernel_cls: type[MoEKernel], cfg: MoEConfig, scheme_name: str, x: torch.Tensor, routing, expert_map=None) -> float:
+    """One call of ``kernel_cls`` and of the reference kernel on the same random weights, on ``x``'s device.
+
+    For hand-made inputs (odd sizes, empty experts, an expert map) beside :func:`check_numerics`;
+    raises AssertionError above the scheme's tolerance and returns the relative error.
+    """
+    sch = scheme(scheme_name)
+    kernel, oracle = kernel_cls(cfg, sch.weight_key, sch.activation_key), ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
+    raw = random_layer(cfg, sch, device=x.device)
+    got = kernel.apply(x, kernel.prepare_weights(raw), routing, expert_map=expert_map)
+    want = oracle.apply(x, oracle.prepare_weights(raw), routing, expert_map=expert_map)
+    err = relative_error(got, want)
+    assert err <= tolerance(sch.activation_key, cfg.dtype), f"{kernel_cls.__name__} {scheme_name}: rel. error {err:.3g} vs the reference"
+    return err
 
 
 def check_numerics(

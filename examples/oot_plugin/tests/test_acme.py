@@ -67,6 +67,21 @@ def test_conformance_kit():
     assert {r["scheme"] for r in records} == {"unquantized", "fp8-channel"}
 
 
+def test_a_hand_made_input_against_the_reference_and_a_wrong_kernel_caught():
+    from acme_moe.kernel import AcmeKernel
+    from moe_core.presets import random_inputs
+
+    x, routing = random_inputs(CFG, 5, seed=3)
+    assert conformance.check_against_reference(AcmeKernel, CFG, "fp8-channel", x, routing) < 1e-2
+
+    class Doubled(AcmeKernel):
+        def forward(self, *args, **kwargs):
+            return 2 * super().forward(*args, **kwargs)
+
+    with pytest.raises(AssertionError, match="Doubled unquantized: rel. error 1 vs the reference"):
+        conformance.check_against_reference(Doubled, CFG, "unquantized", x, routing)
+
+
 @pytest.mark.skipif(os.environ.get("MOE_CORE_SKIP_UNINSTALL_TEST") == "1", reason="opted out")
 def test_uninstalling_removes_it():
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]

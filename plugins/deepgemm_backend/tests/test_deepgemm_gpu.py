@@ -7,10 +7,8 @@ import pytest
 import torch
 
 from moe_core.config import MoEConfig, ParallelConfig
-from moe_core.numerics import relative_error, tolerance
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
-from moe_core.reference.kernel import ReferenceKernel
 from moe_core.routing import Routing
 from moe_core.testing import conformance
 from moe_core_deepgemm.kernel import DeepGemmKernel
@@ -38,14 +36,7 @@ def test_numerics(reg, backend, cfg):
 
 
 def _against_reference(cfg, scheme_name, x, routing, expert_map=None):
-    sch = scheme(scheme_name)
-    kernel, oracle = DeepGemmKernel(cfg, sch.weight_key, sch.activation_key), ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
-    raw = random_layer(cfg, sch, device="cuda")
-    got = kernel.apply(x, kernel.prepare_weights(raw), routing, expert_map=expert_map)
-    want = oracle.apply(x, oracle.prepare_weights(raw), routing, expert_map=expert_map)
-    err = relative_error(got, want)
-    assert err <= tolerance(sch.activation_key, cfg.dtype), err
-    return kernel, err
+    return conformance.check_against_reference(DeepGemmKernel, cfg, scheme_name, x, routing, expert_map)
 
 
 @pytest.mark.parametrize("scheme_name", ["fp8-block", "unquantized"])

@@ -55,14 +55,7 @@ def test_numerics(reg, scheme_name, cfg):
 def _against_reference(cfg, scheme_name, x, routing, expert_map=None):
     from moe_core_flashinfer.kernel import CuTileKernel
 
-    sch = scheme(scheme_name)
-    kernel, oracle = CuTileKernel(cfg, sch.weight_key, sch.activation_key), ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
-    raw = random_layer(cfg, sch, device="cuda")
-    got = kernel.apply(x, kernel.prepare_weights(raw), routing, expert_map=expert_map)
-    want = oracle.apply(x, oracle.prepare_weights(raw), routing, expert_map=expert_map)
-    err = relative_error(got, want)
-    assert err <= tolerance(sch.activation_key, cfg.dtype), err
-    return err
+    return conformance.check_against_reference(CuTileKernel, cfg, scheme_name, x, routing, expert_map)
 
 
 def test_empty_experts(reg):
