@@ -55,6 +55,18 @@ class Routing:
     def top_k(self) -> int:
         return self.topk_ids.shape[1]
 
+    def localized(self, expert_map: torch.Tensor) -> "Routing":
+        """The routing of one expert-parallel rank for a kernel that takes local ids and no expert map.
+
+        ``expert_map`` [global E] maps global ids to local ones (-1: the expert lives elsewhere). Pairs of
+        remote experts keep their place with local id 0 and weight 0, so they add ``0 * expert_0(x)``,
+        zero for finite outputs: correct, at the cost of computing them. Torch ops only, no host sync;
+        ids must be valid (``MoEKernel.apply`` drops invalid ones before ``forward``).
+        """
+        local = expert_map.to(self.topk_ids.device)[self.topk_ids.long()]
+        here = local >= 0
+        return Routing(torch.where(here, local, 0).to(self.topk_ids.dtype), torch.where(here, self.topk_weights, 0))
+
     @classmethod
     def from_logits(cls, logits: torch.Tensor, top_k: int, scoring: Scoring | str = Scoring.SOFTMAX, renormalize: bool = True) -> "Routing":
         """Top-k routing from router logits [T, E].

@@ -148,3 +148,11 @@ def test_check_robustness_on_the_reference_backend():
     assert by_case[("unquantized", "remote experts only (map -1)")] == "masked"
     assert ("fp8-tensor-dyn", "10 garbage routings") in by_case
     assert all(r["after"] == 0.0 for r in records)  # the reference against itself after every case
+
+
+def test_localized_routing_maps_ids_and_zeroes_remote_pairs():
+    routing = Routing(torch.tensor([[0, 5], [3, 7]], dtype=torch.int32), torch.tensor([[0.25, 0.75], [0.5, 0.5]]))
+    expert_map = torch.tensor([-1, -1, -1, -1, 0, 1, 2, 3], dtype=torch.int32)  # this rank holds global 4..7
+    local = routing.localized(expert_map)
+    assert torch.equal(local.topk_ids, torch.tensor([[0, 1], [0, 3]], dtype=torch.int32))
+    assert torch.equal(local.topk_weights, torch.tensor([[0.0, 0.75], [0.0, 0.5]]))

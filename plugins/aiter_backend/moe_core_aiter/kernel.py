@@ -64,6 +64,8 @@ class AiterKernel(MoEKernel):
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
         fused_moe = provider.function(contract.FUSED_MOE)
         x = hidden_states
+        if expert_map is not None:  # local ids; remote pairs weigh 0 (AITER's own expert_mask is not validated here)
+            routing = routing.localized(expert_map)
         topk_weights = routing.topk_weights.float()
         if apply_router_weight_on_input:  # top_k == 1: scale the input, then weigh the output by 1
             x = (x.float() * topk_weights).to(x.dtype)

@@ -26,7 +26,7 @@ SPECS = [
         name="aiter", family="aiter", priority=2000, family_priorities={QuantFamily.UNQUANTIZED: 1980},
         schemes=[scheme(s) for s in SCHEMES], kernel="moe_core_aiter.kernel:AiterKernel",
         devices=frozenset({DeviceKind.ROCM}), requires=frozenset({"aiter"}),
-        supports_lora=False, applies_swiglu_clamp=False, supports_expert_map=False,
+        supports_lora=False, applies_swiglu_clamp=False, supports_expert_map=True,
         description="AMD AITER fused MoE (ROCm gfx942/gfx950; bf16/fp16, fp8 per-tensor, per-token, block-128)",
         validation=NOT_VALIDATED,
     ),

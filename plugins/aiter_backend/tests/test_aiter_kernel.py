@@ -8,7 +8,7 @@ import torch
 
 from fake_aiter import FakeAiter
 from moe_core import quant
-from moe_core.config import Activation, MoEConfig
+from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.routing import Routing
 from moe_core.weights import quantize_experts
 from moe_core_aiter import contract
@@ -114,3 +114,20 @@ def test_without_aiter_a_typed_error_says_how_to_install(monkeypatch):
     with pytest.raises(AiterUnavailableError, match="github.com/ROCm/aiter") as info:
         kernel.prepare_weights(weights)
     assert isinstance(info.value, ImportError)
+
+
+def test_an_expert_map_becomes_local_ids_with_remote_pairs_weighted_zero(monkeypatch):
+    fake = FakeAiter(FNUZ)
+    fake.install(monkeypatch)
+    s = quant.scheme("unquantized")
+    cfg = MoEConfig(num_experts=2 * E, top_k=K, hidden_size=H, intermediate_size=I, dtype=torch.bfloat16,
+                    parallel=ParallelConfig(ep_size=2))
+    kernel = AiterKernel(cfg, None, None)
+    weights = quantize_experts(torch.randn(E, 2 * I, H) / 16, torch.randn(E, H, I) / 16, s.weight_key)  # this rank's E experts
+    expert_map = torch.cat((torch.full((E,), -1), torch.arange(E))).int()  # rank 1 holds global experts E..2E-1
+    routing = Routing(torch.randint(0, 2 * E, (T, K)), torch.rand(T, K))
+    kernel.apply(torch.randn(T, H, dtype=torch.bfloat16), kernel.prepare_weights(weights), routing, expert_map=expert_map)
+    (call,) = fake.called(contract.FUSED_MOE.qualname)
+    remote = routing.topk_ids < E
+    assert torch.equal(call["topk_ids"], torch.where(remote, 0, routing.topk_ids - E).int())
+    assert torch.equal(call["topk_weight"], torch.where(remote, 0.0, routing.topk_weights))

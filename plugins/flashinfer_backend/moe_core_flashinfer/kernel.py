@@ -163,11 +163,9 @@ class FlashInferKernel(MoEKernel):
     def forward(self, hidden_states, weights, routing: Routing, *, expert_map, apply_router_weight_on_input):
         if hidden_states.shape[0] == 0:
             return torch.zeros_like(hidden_states)
-        ids, w = routing.topk_ids, routing.topk_weights.float()
         if expert_map is not None:
-            local = expert_map.to(ids.device)[ids.long()]
-            w = torch.where(local >= 0, w, torch.zeros_like(w))
-            ids = torch.where(local >= 0, local, torch.zeros_like(local))
+            routing = routing.localized(expert_map)
+        ids, w = routing.topk_ids, routing.topk_weights.float()
         x = hidden_states
         if apply_router_weight_on_input:  # top_k == 1 (checked by apply)
             x = (x.float() * w).to(x.dtype)
