@@ -190,3 +190,19 @@ def test_cli_bench_runs_batched_backends_on_dispatched_inputs(tmp_path, capsys):
     assert [r["status"] for r in ref] == ["ok", "ok"] and all(r["rel_err"] == 0 for r in ref)
     peer = [r for r in rows if r["backend"] == "torch_grouped_mm"]
     assert peer and all(r["status"] == "unsupported" and "standard activation format only" in r["detail"] for r in peer)
+
+
+def test_roofline_bytes_count_codes_scales_and_zero_points():
+    from moe_core.bench.roofline import work
+
+    cfg = MoEConfig(num_experts=4, top_k=1, hidden_size=256, intermediate_size=128, dtype=torch.bfloat16)
+    routing = Routing(torch.tensor([[0], [1]], dtype=torch.int32), torch.ones(2, 1))
+    base = work(cfg, None, routing).bytes - 2 * 3 * 256 * 128 * 2  # activations and routing only
+    per_expert = {name: (work(cfg, quant.scheme(name).weight_key, routing).bytes - base) / 2 for name in ("w4a16", "w4a16-zp", "mxfp4", "nvfp4-w4a16", "fp8-block")}
+    codes4 = 3 * 256 * 128 / 2
+    # w13 [256, 256] and w2 [256, 128]: groups of 128 along K -> 512 + 256 float32 scales
+    assert per_expert["w4a16"] == codes4 + (256 * 2 + 256 * 1) * 4
+    assert per_expert["w4a16-zp"] == codes4 + (256 * 2 + 256 * 1) * 5
+    assert per_expert["mxfp4"] == codes4 + (256 * 8 + 256 * 4) * 1  # e8m0 bytes per 32
+    assert per_expert["nvfp4-w4a16"] == codes4 + (256 * 16 + 256 * 8) * 1 + 2 * 4  # e4m3 per 16, two global scales
+    assert per_expert["fp8-block"] == 3 * 256 * 128 + (2 * 2 + 2 * 1) * 4  # 128x128 blocks

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from moe_core.config import MoEConfig
-from moe_core.quant import QuantDtype, QuantKey
+from moe_core.quant import QuantDtype, QuantKey, ScaleDtype
 from moe_core.routing import Routing
 from moe_core.bench.timing import Timer
 
@@ -23,13 +23,27 @@ class Work:
     touched_experts: int
 
 
+_SCALE_BYTES = {ScaleDtype.FP32: 4, ScaleDtype.FP8_E4M3: 1, ScaleDtype.E8M0: 1}
+
+
+def _metadata_bytes(weight_key: QuantKey, n: int, k: int) -> float:
+    """Bytes of one expert's [n, k] weight matrix besides its codes: scales, zero points, a global scale."""
+    rows = n if weight_key.group.rows == -1 else weight_key.group.rows
+    cols = k if weight_key.group.cols == -1 else weight_key.group.cols
+    count = -(-n // rows) * -(-k // cols)
+    per_group = _SCALE_BYTES[weight_key.scale_dtype] + (0 if weight_key.symmetric else 1)
+    return count * per_group + (4 if weight_key.global_scale else 0)
+
+
 def work(cfg: MoEConfig, weight_key: QuantKey | None, routing: Routing) -> Work:
-    """Bytes = touched experts' weights (with scales, approximately) + input + output + routing; FLOPs = 2 * pairs * 3HI."""
+    """Bytes = touched experts' weights (codes, scales, zero points) + input + output + routing; FLOPs = 2 * pairs * 3HI."""
     touched = int(torch.unique(routing.topk_ids).numel())
     h, i = cfg.hidden_size, cfg.intermediate_size
     elem = torch.finfo(cfg.dtype).bits / 8
     wbytes = elem if weight_key is None else _BITS[weight_key.dtype] / 8
     weights = touched * 3 * h * i * wbytes
+    if weight_key is not None:
+        weights += touched * (_metadata_bytes(weight_key, 2 * i, h) + _metadata_bytes(weight_key, h, i))
     tokens = routing.num_tokens
     activations = 2 * tokens * h * elem + routing.topk_ids.numel() * (routing.topk_ids.element_size() + routing.topk_weights.element_size())
     return Work(weights + activations, 2.0 * routing.topk_ids.numel() * 3 * h * i, touched)

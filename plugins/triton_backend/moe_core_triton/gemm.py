@@ -15,6 +15,14 @@ int32); 2 block scales (activation groups of GROUP_K, weight blocks of GROUP_N x
 inside the K loop. fp8 products are promoted to full float32 accumulation every BLOCK_K
 (``PROMOTE_EVERY``): Hopper's fp8 MMA otherwise accumulates in reduced precision for the whole K
 loop, which drifted visibly at K = 7168 (DeepSeek-V3).
+
+Weight-only schemes (``W_ONLY``, 16-bit activations): each B tile is dequantized in registers inside
+the K loop — never a dequantized copy in memory — and fed to the 16-bit MMA with float32
+accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes per byte along K
+(element 2j in the low nibble), integers or e2m1 (``W_FP4``). Value = (code - zero) * scale with the
+zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor shaped like the scales (``W_ZERO``
+2); scales per ``W_GROUP`` elements along K (the whole K: per channel), float32 (``W_SCALE`` 0),
+e4m3 bits (1, times a per-expert float32 global scale: nvfp4) or e8m0 bits (2: mxfp4).
 """
 
 from __future__ import annotations
@@ -37,15 +45,65 @@ def gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
 
 
 @triton.jit
+def scale_values(raw, W_SCALE: tl.constexpr):
+    """Scales as float32: stored float32 (0), e4m3 bits (1) or e8m0 bits (2) in uint8."""
+    if W_SCALE == 0:
+        return raw.to(tl.float32)
+    bits = raw.to(tl.int32)
+    if W_SCALE == 1:
+        exponent = (bits >> 3) & 15
+        mantissa = (bits & 7).to(tl.float32)
+        normal = (1.0 + mantissa * 0.125) * tl.exp2((exponent - 7).to(tl.float32))
+        return tl.where(exponent == 0, mantissa * 0.001953125, normal)  # subnormal: m * 2^-9
+    return tl.exp2((bits - 127).to(tl.float32))
+
+
+@triton.jit
+def dequantize_tile(raw, offs_k, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
+                    W_PACKED: tl.constexpr, W_FP4: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
+                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One [BLOCK_K, BLOCK_N] tile of weight codes (rows k0 + offs_k) as float32 values."""
+    codes = raw
+    if W_PACKED:
+        codes = (raw.to(tl.int32) >> ((offs_k % 2) * 4)[:, None]) & 15
+    if W_FP4:
+        index = codes & 7
+        low = index.to(tl.float32) * 0.5  # e2m1 {0, .5} for index 0, 1
+        high = (1.0 + (index & 1).to(tl.float32) * 0.5) * tl.exp2(((index >> 1) - 1).to(tl.float32))  # {1, 1.5, 2, 3, 4, 6}
+        magnitude = tl.where(index < 2, low, high)
+        values = tl.where((codes & 8) != 0, -magnitude, magnitude)
+    else:
+        values = codes.to(tl.float32)
+        if W_ZERO == 1:
+            values = values - 8.0
+    if GROUPS_PER_TILE == 1:  # the tile lies in one group along K
+        group = k0 // W_GROUP
+        scale = scale_values(tl.load(s_ptrs + group * stride_bsk, mask=n_ok, other=0), W_SCALE)[None, :]
+        if W_ZERO == 2:
+            values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[None, :]
+    else:  # GROUPS_PER_TILE whole groups: load [G, BLOCK_N] and repeat each row W_GROUP times
+        groups = k0 // W_GROUP + tl.arange(0, GROUPS_PER_TILE)
+        g_ok = (groups[:, None] * W_GROUP < K) & n_ok[None, :]
+        scale = scale_values(tl.load(s_ptrs[None, :] + groups[:, None] * stride_bsk, mask=g_ok, other=0), W_SCALE)
+        scale = tl.reshape(tl.broadcast_to(scale[:, None, :], (GROUPS_PER_TILE, W_GROUP, BLOCK_N)), (BLOCK_K, BLOCK_N))
+        if W_ZERO == 2:
+            zero = tl.load(z_ptrs[None, :] + groups[:, None] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
+            values = values - tl.reshape(tl.broadcast_to(zero[:, None, :], (GROUPS_PER_TILE, W_GROUP, BLOCK_N)), (BLOCK_K, BLOCK_N))
+    return values * (scale * global_scale)
+
+
+@triton.jit
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
-    table_ptr,
+    table_ptr, b_zero_ptr, b_global_ptr,
     num_valid, N, K, row_div, c_row_div, up_offset, limit, capacity,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
     GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, ATOMIC_OUT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
+    W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_FP4: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
+    W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
@@ -74,7 +132,16 @@ def moe_gemm_kernel(
     offs_k = tl.arange(0, BLOCK_K)
 
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
+    if W_PACKED:  # two codes per byte along K
+        b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + (offs_k // 2)[:, None] * stride_bk
+    else:
+        b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
+    if W_ONLY:
+        w_s_ptrs = b_scale_ptr + expert * stride_bse + offs_n * stride_bsn
+        w_z_ptrs = b_zero_ptr + expert * stride_bse + offs_n * stride_bsn
+        global_scale = 1.0
+        if W_GLOBAL:
+            global_scale = tl.load(b_global_ptr + expert)
     acc_dtype = tl.int32 if INT8 else tl.float32
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
@@ -89,6 +156,13 @@ def moe_gemm_kernel(
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if GATED:
             b_up = tl.load(b_ptrs + up_offset * stride_bn, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if W_ONLY:
+            b = dequantize_tile(b, offs_k, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_FP4,
+                                W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype)
+            if GATED:
+                b_up = dequantize_tile(b_up, offs_k, k * BLOCK_K, K, w_s_ptrs + up_offset * stride_bsn, w_z_ptrs + up_offset * stride_bsn,
+                                       stride_bsk, n_ok, global_scale, W_PACKED, W_FP4, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE,
+                                       BLOCK_K, BLOCK_N).to(a.dtype)
         if SCALES == 2:
             group = (k * BLOCK_K) // GROUP_K
             a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
@@ -102,7 +176,7 @@ def moe_gemm_kernel(
             if GATED:
                 acc_up = tl.dot(a, b_up, acc_up, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
         a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        b_ptrs += (BLOCK_K // 2 if W_PACKED else BLOCK_K) * stride_bk
 
     out = acc.to(tl.float32)
     out_up = acc_up.to(tl.float32)

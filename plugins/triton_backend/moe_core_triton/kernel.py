@@ -15,7 +15,7 @@ import torch
 
 from moe_core.config import Activation, ActivationFormat
 from moe_core.kernel import MoEKernel
-from moe_core.quant import QuantDtype, QuantKey, scheme_for_keys
+from moe_core.quant import QuantDtype, QuantKey, ScaleDtype, scheme_for_keys
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
@@ -69,6 +69,38 @@ def scale_mode(weight_key: QuantKey | None, activation_key: QuantKey | None) -> 
     )
 
 
+@dataclass(frozen=True)
+class WeightOnly:
+    """How the GEMMs dequantize the codes of a weight-only scheme (the ``W_*`` constexprs of the GEMM)."""
+
+    packed: bool  # two 4-bit codes per byte along K
+    fp4: bool  # e2m1 codes, else integers
+    zero: int  # 0 none, 1 the implicit 8 of symmetric int4, 2 a uint8 zero-point tensor
+    scale: int  # 0 float32, 1 e4m3 bits (nvfp4), 2 e8m0 bits (mxfp4)
+    global_scale: bool  # a float32 scale per expert (nvfp4)
+    group: int  # elements along K per scale; -1: the whole K (per channel)
+
+    def group_for(self, k: int) -> int:
+        return k if self.group == -1 else self.group
+
+    def block_k(self, wanted: int, k: int) -> int:
+        """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly."""
+        group = self.group_for(k)
+        if group >= k or group % wanted == 0 or wanted % group == 0:
+            return wanted
+        return max(16, group & -group)  # the largest power of two dividing the group (groups are powers of two)
+
+
+def weight_only(weight_key: QuantKey | None, activation_key: QuantKey | None) -> WeightOnly | None:
+    """The dequantization of a weight-only scheme (16-bit activations); None for every other scheme."""
+    if weight_key is None or activation_key is not None:
+        return None
+    packed = weight_key.dtype in (QuantDtype.INT4, QuantDtype.FP4_E2M1)
+    zero = 2 if not weight_key.symmetric else (1 if weight_key.dtype is QuantDtype.INT4 else 0)
+    scale = {ScaleDtype.FP8_E4M3: 1, ScaleDtype.E8M0: 2}.get(weight_key.scale_dtype, 0)
+    return WeightOnly(packed, weight_key.dtype is QuantDtype.FP4_E2M1, zero, scale, weight_key.global_scale, weight_key.group.cols)
+
+
 def _device_name(device: torch.device) -> str:
     if device.type != "cuda":
         return device.type
@@ -90,7 +122,8 @@ class TritonKernel(MoEKernel):
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)
-        self.mode = scale_mode(weight_key, activation_key)
+        self.weight_only = weight_only(weight_key, activation_key)
+        self.mode = ScaleMode(0) if self.weight_only is not None else scale_mode(weight_key, activation_key)
         sch = scheme_for_keys(weight_key, activation_key)
         self.scheme_name = sch.name if sch is not None else "custom"
         # A per-tensor dynamic scale of the intermediate is an amax over every row, so rows of
@@ -100,13 +133,29 @@ class TritonKernel(MoEKernel):
         self._scratches: dict[tuple, Scratch] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
-        """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32."""
+        """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32.
+
+        Weight-only schemes keep their canonical layout (docs/quantization.md), which the GEMM reads
+        as it is: codes, zero points, and e4m3 / e8m0 scales as their bytes (uint8), decoded in
+        registers; only the per-expert global scale of nvfp4 is flattened to float32 [E].
+        """
         weights = super().prepare_weights(weights)
         fix = {}
-        for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale"):
+        packed_scales = self.weight_only is not None and self.weight_only.scale != 0
+        for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale", "w13_zero", "w2_zero"):
+            t = getattr(weights, name)
+            if t is None:
+                continue
+            if name in ("w13", "w2", "w13_zero", "w2_zero"):
+                fix[name] = t.contiguous()
+            elif packed_scales and name in ("w13_scale", "w2_scale"):
+                fix[name] = t.contiguous().view(torch.uint8)
+            else:
+                fix[name] = t.float().contiguous()
+        for name in ("w13_global_scale", "w2_global_scale"):
             t = getattr(weights, name)
             if t is not None:
-                fix[name] = t.contiguous() if name in ("w13", "w2") else t.float().contiguous()
+                fix[name] = t.float().reshape(-1).contiguous()
         return replace(weights, **fix)
 
     def check_shapes(self, hidden_states: torch.Tensor, routing) -> Support:
@@ -146,15 +195,18 @@ class TritonKernel(MoEKernel):
 
         a1, a1_scale = self._quantize(a_in, weights.a13_scale, empty)
         inter = torch.zeros((rows, i), dtype=cfg.dtype, device=device) if self._zero_intermediate else empty((rows, i), cfg.dtype, device)
-        self._gemm(g1, a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, row_div=row_div, up_offset=i)
+        self._gemm(g1, a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, row_div=row_div, up_offset=i,
+                   zero=weights.w13_zero, global_scale=weights.w13_global_scale)
         a2, a2_scale = self._quantize(inter, weights.a2_scale, empty)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
         if atomic:
             out = torch.zeros((tokens, h), dtype=torch.float32, device=device)
-            self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out, table2, row_div=1, topk_weights=topk_weights, c_row_div=cfg.top_k)
+            self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out, table2, row_div=1, topk_weights=topk_weights, c_row_div=cfg.top_k,
+                       zero=weights.w2_zero, global_scale=weights.w2_global_scale)
             return out.to(cfg.dtype)
         out_rows = torch.zeros((rows, h), dtype=cfg.dtype, device=device) if batched else empty((rows, h), cfg.dtype, device)  # batched: rows past counts are 0
-        self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, row_div=1, topk_weights=topk_weights)
+        self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, row_div=1, topk_weights=topk_weights,
+                   zero=weights.w2_zero, global_scale=weights.w2_global_scale)
         if batched:
             return out_rows.view(x.shape)
         if not self.count_routing_errors:
@@ -185,29 +237,36 @@ class TritonKernel(MoEKernel):
             i, h = self.config.intermediate_size, self.config.hidden_size
             c1 = self._config(device, rows, i, h, gemm=1, tokens=tokens)
             c2 = self._config(device, rows, h, i, gemm=2, tokens=tokens)
-            found = self._plans[key] = (GemmLaunch(c1, self._gemm_launcher(c1, gated=True, weighted=False, atomic=False)),
-                                        GemmLaunch(c2, self._gemm_launcher(c2, gated=False, weighted=weighted, atomic=atomic)))
+            found = self._plans[key] = (GemmLaunch(c1, self._gemm_launcher(c1, h, gated=True, weighted=False, atomic=False)),
+                                        GemmLaunch(c2, self._gemm_launcher(c2, i, gated=False, weighted=weighted, atomic=atomic)))
         return found
 
-    def _gemm_launcher(self, lc: configs.LaunchConfig, *, gated: bool, weighted: bool, atomic: bool) -> Launcher:
-        """The GEMM kernel with every constexpr of this layer, scheme and launch config bound."""
+    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool) -> Launcher:
+        """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
+        wo = self.weight_only or WeightOnly(False, False, 0, 0, False, -1)
+        group = wo.group_for(k)
         return Launcher(
             moe_gemm_kernel, num_warps=lc.num_warps, num_stages=lc.num_stages,
             GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
             CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
             GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
+            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_FP4=wo.fp4, W_ZERO=wo.zero, W_SCALE=wo.scale,
+            W_GLOBAL=wo.global_scale, W_GROUP=group, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
         )
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
-        quantized = self.weight_key is not None
+        quantized_8bit = self.activation_key is not None  # 8-bit MMA operands (weight-only schemes run 16-bit MMA)
         block_k_limit = 128 if self.mode.scales == 2 else None
-        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized, block_k_limit)
+        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, block_k_limit)
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
-        return configs.choose(_device_name(device), key, tokens, fallback)
+        chosen = configs.choose(_device_name(device), key, tokens, fallback)
+        if self.weight_only is not None:
+            chosen = replace(chosen, BLOCK_K=self.weight_only.block_k(chosen.BLOCK_K, k))
+        return chosen
 
     def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None, empty):
         if self.activation_key is None:
@@ -215,8 +274,9 @@ class TritonKernel(MoEKernel):
         return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None, empty=empty)
 
     def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable, *, row_div: int, up_offset: int = 0,
-              topk_weights=None, c_row_div: int = 1):
-        """One expert GEMM over ``table`` into ``c`` (GEMM1: ``up_offset`` = I, the up rows of w13)."""
+              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None):
+        """One expert GEMM over ``table`` into ``c`` (GEMM1: ``up_offset`` = I, the up rows of w13); ``zero`` and
+        ``global_scale``: a weight-only scheme's zero points (shaped like ``b_scale``) and per-expert scales."""
         n = c.shape[1]
         lc = g.config
         a_s = a_scale if a_scale is not None else c  # placeholders are never read when SCALES == 0
@@ -226,6 +286,7 @@ class TritonKernel(MoEKernel):
         g.launch(
             (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N),),
             a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c, table.buffer,
+            zero if zero is not None else c, global_scale if global_scale is not None else c,
             table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
             *a.stride(), *b.stride(), *c.stride(), *a_strides, *b_strides,
         )

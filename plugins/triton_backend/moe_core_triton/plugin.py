@@ -7,17 +7,23 @@ import torch
 from moe_core.config import ActivationFormat
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
-from moe_core.quant import QuantFamily, scheme
+from moe_core.quant import QuantDtype, QuantFamily, scheme
 from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 
-STANDARD_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-dyn", "fp8-tensor-token", "fp8-channel", "fp8-block", "int8")
+#: Weight-only schemes: codes dequantized in registers inside the GEMMs' K loop, 16-bit MMA (gemm.py).
+WEIGHT_ONLY_SCHEMES = ("w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "nvfp4-w4a16", "mxfp4")
+STANDARD_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-dyn", "fp8-tensor-token", "fp8-channel", "fp8-block", "int8") + WEIGHT_ONLY_SCHEMES
 # As in the seeds' history: no int8 in the batched format; per-tensor dynamic scales would need
 # an amax over valid rows only, which the batched path does not compute.
-BATCHED_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-token", "fp8-channel", "fp8-block")
+BATCHED_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-token", "fp8-channel", "fp8-block") + WEIGHT_ONLY_SCHEMES
 
-#: Minimum CUDA compute capability per quant family.
-MIN_CAPABILITY = {QuantFamily.UNQUANTIZED: (8, 0), QuantFamily.FP8: (8, 9), QuantFamily.INT8: (7, 5)}
+#: Said with every weight-only "yes" until the GPU run of tests/test_triton_weight_only.py and its benchmark land.
+WEIGHT_ONLY_NOTE = "weight-only kernels match the reference in the Triton interpreter; not yet validated on a GPU"
+
+#: Minimum CUDA compute capability per quant family (bfloat16 layers need 8.0 in any case).
+MIN_CAPABILITY = {QuantFamily.UNQUANTIZED: (8, 0), QuantFamily.FP8: (8, 9), QuantFamily.INT8: (7, 5),
+                  QuantFamily.WEIGHT_ONLY: (7, 5), QuantFamily.NVFP4: (7, 5), QuantFamily.MXFP4: (7, 5)}
 
 _COMMON = dict(
     family="triton",
@@ -37,7 +43,7 @@ SPECS = [
         name="triton", priority=500, schemes=[scheme(s) for s in STANDARD_SCHEMES],
         kernel="moe_core_triton.kernel:TritonKernel", formats=frozenset({ActivationFormat.STANDARD}),
         batched_variant="triton_batched",
-        description="moe-core's Triton fused MoE: fused gather + gated GEMM1, weighted GEMM2 (bf16/fp16, fp8, int8)",
+        description="moe-core's Triton fused MoE: fused gather + gated GEMM1, weighted GEMM2 (bf16/fp16, fp8, int8, weight-only int4/int8/fp4)",
         **_COMMON,
     ),
     BackendSpec(
@@ -65,6 +71,7 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
     reasons = []
     if config.dtype not in (torch.float16, torch.bfloat16):
         reasons.append(f"the Triton kernels compute in float16/bfloat16, not {config.dtype_name}")
+    reasons += _packing_reasons(config, weight_key)
     if platform.is_cuda():
         need = MIN_CAPABILITY[family]
         if config.dtype is torch.bfloat16:
@@ -78,4 +85,15 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
             reasons.append("fp8 on ROCm uses e4m3fnuz, which these kernels do not implement")
         if not reasons:
             return Support.yes("ROCm is declared but untested")
+    if not reasons and weight_key is not None and activation_key is None:
+        return Support.yes(WEIGHT_ONLY_NOTE)
     return Support.from_reasons(reasons)
+
+
+def _packing_reasons(config, weight_key) -> list[str]:
+    """4-bit codes come two per byte along K, and fp4 scales cover whole groups: K must fit both."""
+    if weight_key is None or weight_key.dtype not in (QuantDtype.INT4, QuantDtype.FP4_E2M1):
+        return []
+    multiple = weight_key.group.cols if weight_key.dtype is QuantDtype.FP4_E2M1 else 2
+    return [f"{what}={size} is not a multiple of {multiple}, which {weight_key.dtype.value} weights need along K"
+            for what, size in (("hidden_size", config.hidden_size), ("intermediate_size", config.intermediate_size)) if size % multiple]

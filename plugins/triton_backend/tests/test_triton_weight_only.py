@@ -1,0 +1,146 @@
+"""Weight-only schemes in the Triton GEMMs (codes dequantized in the K loop) against the reference backend.
+
+CPU: the Triton interpreter, float16 (bfloat16 is garbage there). GPU: compiled, both 16-bit dtypes,
+DeepSeek-sized K, the batched format and CUDA-graph capture.
+"""
+
+import pytest
+import torch
+
+from moe_core import quant
+from moe_core.config import MoEConfig, ParallelConfig
+from moe_core.numerics import relative_error, tolerance
+from moe_core.platform import preset
+from moe_core.presets import random_layer
+from moe_core.reference.kernel import ReferenceKernel
+from moe_core.resolver import select
+from moe_core.routing import BatchedRouting, Routing
+from moe_core.testing import conformance
+from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
+from moe_core_triton.plugin import WEIGHT_ONLY_NOTE, WEIGHT_ONLY_SCHEMES
+
+GPU = torch.cuda.is_available()
+DEVICE = "cuda" if GPU else "cpu"
+DTYPES = [torch.float16, torch.bfloat16] if GPU else [torch.float16]
+FP4 = ("nvfp4-w4a16", "mxfp4")
+
+
+def odd_sizes(name: str) -> tuple[int, int]:
+    """Sizes that are no multiple of the tiles: K splits into partial tiles and a partial last scale group
+    (int schemes, group 128); fp4 keeps K a multiple of its 16/32 group, as its layout requires."""
+    return (224, 96) if name in FP4 else (200, 72)
+
+
+def problem(cfg, name, tokens, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, cfg.hidden_size, generator=g).to(DEVICE, cfg.dtype)
+    routing = Routing.from_logits(torch.randn(tokens, cfg.num_experts, generator=g).to(DEVICE), cfg.top_k)
+    return random_layer(cfg, quant.scheme(name), device=DEVICE, seed=seed), x, routing
+
+
+def against_reference(kernel_cls, cfg, name, weights, x, routing, **kw) -> float:
+    sch = quant.scheme(name)
+    kernel, oracle = kernel_cls(cfg, sch.weight_key, None), ReferenceKernel(cfg, sch.weight_key, None)
+    got = kernel.apply(x, kernel.prepare_weights(weights), routing, **kw)
+    want = oracle.apply(x, oracle.prepare_weights(weights), routing, **kw)
+    assert got.dtype == cfg.dtype and torch.isfinite(got).all()
+    return relative_error(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_odd_sizes_partial_groups_empty_experts_and_an_expert_map(name, dtype):
+    h, i = odd_sizes(name)
+    cfg = MoEConfig(8, 2, h, i, dtype=dtype, parallel=ParallelConfig(ep_size=2))
+    weights, x, routing = problem(cfg, name, tokens=7)
+    ids = torch.where(routing.topk_ids == 5, 6, routing.topk_ids)  # local expert 1 (global 5) gets no token
+    expert_map = torch.tensor([-1, -1, -1, -1, 0, 1, 2, 3], dtype=torch.int32, device=DEVICE)
+    err = against_reference(TritonKernel, cfg, name, weights, x, Routing(ids, routing.topk_weights), expert_map=expert_map)
+    assert err <= tolerance(None, dtype), err
+
+
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_swiglu_clamp_and_gelu_stay_fused(name):
+    h, i = odd_sizes(name)
+    for cfg in (MoEConfig(4, 2, h, i, dtype=torch.float16, swiglu_limit=0.05), MoEConfig(4, 2, h, i, dtype=torch.float16, activation="gelu")):
+        weights, x, routing = problem(cfg, name, tokens=3, seed=2)
+        assert against_reference(TritonKernel, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+
+
+def test_a_wrong_scale_is_caught_so_the_comparison_is_not_vacuous():
+    cfg = MoEConfig(4, 2, 128, 64, dtype=torch.float16)
+    weights, x, routing = problem(cfg, "w4a16", tokens=5)
+    sch = quant.scheme("w4a16")
+    kernel, oracle = TritonKernel(cfg, sch.weight_key, None), ReferenceKernel(cfg, sch.weight_key, None)
+    want = oracle.apply(x, oracle.prepare_weights(weights), routing)
+    prepared = kernel.prepare_weights(weights)
+    prepared.w2_scale.mul_(1.5)  # the kernel must read the scales it is given
+    assert relative_error(kernel.apply(x, prepared, routing), want) > 0.3
+
+
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_batched_format(name):
+    h, i = odd_sizes(name)
+    cfg = MoEConfig(4, 1, h, i, dtype=torch.float16, parallel=ParallelConfig(use_batched_activation_format=True))
+    weights = random_layer(cfg, quant.scheme(name), device=DEVICE, seed=3)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(4, 5, h, generator=g).to(DEVICE, cfg.dtype)
+    counts = BatchedRouting(torch.tensor([5, 0, 2, 3], dtype=torch.int32, device=DEVICE))
+    assert against_reference(TritonBatchedKernel, cfg, name, weights, x, counts) <= tolerance(None, cfg.dtype)
+
+
+def test_the_dequantization_each_scheme_declares():
+    wo = {name: weight_only(*quant.scheme(name).keys) for name in WEIGHT_ONLY_SCHEMES}
+    assert wo["w4a16"] == WeightOnly(packed=True, fp4=False, zero=1, scale=0, global_scale=False, group=128)
+    assert wo["w4a16-zp"].zero == 2 and wo["w8a16"].zero == 0 and not wo["w8a16"].packed
+    assert wo["nvfp4-w4a16"] == WeightOnly(packed=True, fp4=True, zero=0, scale=1, global_scale=True, group=16)
+    assert wo["mxfp4"] == WeightOnly(packed=True, fp4=True, zero=0, scale=2, global_scale=False, group=32)
+    assert weight_only(*quant.scheme("fp8-channel").keys) is None and weight_only(None, None) is None
+    # A K tile never straddles two groups unevenly: groups and tiles divide one another, or one group spans K.
+    assert wo["w4a16"].block_k(64, 7168) == 64 and wo["nvfp4-w4a16"].block_k(64, 7168) == 64
+    assert WeightOnly(True, False, 1, 0, False, 48).block_k(64, 7168) == 16
+    assert WeightOnly(True, False, 1, 0, False, -1).block_k(64, 200) == 64
+
+
+@pytest.mark.parametrize("platform", ["h100", "a100", "l40s"])
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_selected_on_gpus_with_16_bit_mma_and_the_reference_on_cpu(name, platform):
+    reg = conformance.registry_with("moe_core_triton.plugin", name="triton")
+    sch = quant.scheme(name)
+    cfg = MoEConfig(8, 2, 256, 128, dtype=torch.bfloat16)
+    chosen = select(cfg, *sch.keys, platform=preset(platform), registry=reg, environ={})
+    assert chosen.name == "triton" and WEIGHT_ONLY_NOTE in chosen.explain()  # until the GPU validation lands
+    assert select(cfg, *sch.keys, platform=preset("cpu"), registry=reg, environ={}).name == "reference"
+
+
+def test_refusals_name_the_packing_rule_and_the_dtype():
+    reg = conformance.registry_with("moe_core_triton.plugin", name="triton")
+    h100 = preset("h100")
+    for name, cfg, words in (
+        ("w4a16", MoEConfig(8, 2, 129, 64, dtype=torch.float16), "hidden_size=129 is not a multiple of 2"),
+        ("mxfp4", MoEConfig(8, 2, 256, 48, dtype=torch.float16), "intermediate_size=48 is not a multiple of 32"),
+        ("w8a16", MoEConfig(8, 2, 256, 64, dtype=torch.float32), "float16/bfloat16, not float32"),
+        ("nvfp4-w4a16", MoEConfig(8, 2, 256, 64, dtype=torch.bfloat16), None),
+    ):
+        sel = select(cfg, *quant.scheme(name).keys, platform=h100, registry=reg, environ={})
+        row = next(c for c in sel.candidates if c.name == "triton")
+        assert (row.support.ok, words is None or any(words in r for r in row.support.reasons)) == (words is None, True), row
+    t4 = select(MoEConfig(8, 2, 256, 64, dtype=torch.bfloat16), *quant.scheme("w4a16").keys, platform=preset("t4"), registry=reg, environ={})
+    assert any("needs compute capability 8.0+" in r for r in next(c for c in t4.candidates if c.name == "triton").support.reasons)
+
+
+@pytest.mark.skipif(not GPU, reason="DeepSeek-sized K and graph capture run compiled on a GPU")
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_long_k_and_cuda_graph_capture_on_the_gpu(name):
+    cfg = MoEConfig(8, 4, 7168, 256, dtype=torch.bfloat16)
+    weights, x, routing = problem(cfg, name, tokens=16, seed=5)
+    assert against_reference(TritonKernel, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+    sch = quant.scheme(name)
+    kernel = TritonKernel(cfg, sch.weight_key, None)
+    prepared = kernel.prepare_weights(weights)
+    eager = kernel.apply(x, prepared, routing)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = kernel.apply(x, prepared, routing)
+    graph.replay()
+    torch.testing.assert_close(out, eager)
