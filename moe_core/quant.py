@@ -194,6 +194,8 @@ SCHEMES: tuple[QuantScheme, ...] = (
     QuantScheme("fp8-tensor-token", kFp8StaticTensorSym, kFp8DynamicTokenSym, "fp8 w8a8, per-tensor weight scales, dynamic per-token activation scales"),
     QuantScheme("fp8-channel", kFp8StaticChannelSym, kFp8DynamicTokenSym, "fp8 w8a8, per-channel weights, dynamic per-token activations"),
     QuantScheme("fp8-block", kFp8Static128BlockSym, kFp8Dynamic128Sym, "fp8 w8a8, 128x128 weight blocks, dynamic 1x128 activation groups (DeepSeek-V3)"),
+    QuantScheme("fp8-w8a16", kFp8StaticChannelSym, None, "fp8 weight-only: per-channel fp8 weights, 16-bit activations (GPUs without fp8 MMA)"),
+    QuantScheme("fp8-block-w8a16", kFp8Static128BlockSym, None, "fp8 weight-only: 128x128 fp8 weight blocks, 16-bit activations"),
     QuantScheme("int8", kInt8StaticChannelSym, kInt8DynamicTokenSym, "int8 w8a8, per-channel weights, dynamic per-token activations"),
     QuantScheme("nvfp4", kNvfp4Static, kNvfp4Dynamic, "nvfp4 w4a4: e2m1 values, e4m3 scales per 16, fp32 global scale"),
     QuantScheme("nvfp4-w4a16", kNvfp4Static, None, "nvfp4 weights, 16-bit activations"),

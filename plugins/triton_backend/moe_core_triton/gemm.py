@@ -19,10 +19,12 @@ loop, which drifted visibly at K = 7168 (DeepSeek-V3).
 Weight-only schemes (``W_ONLY``, 16-bit activations): each B tile is dequantized in registers inside
 the K loop — never a dequantized copy in memory — and fed to the 16-bit MMA with float32
 accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes per byte along K
-(element 2j in the low nibble), integers or e2m1 (``W_FP4``). Value = (code - zero) * scale with the
-zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor shaped like the scales (``W_ZERO``
-2); scales per ``W_GROUP`` elements along K (the whole K: per channel), float32 (``W_SCALE`` 0),
-e4m3 bits (1, times a per-expert float32 global scale: nvfp4) or e8m0 bits (2: mxfp4).
+(element 2j in the low nibble); ``W_CODES`` says what a code is: an integer (0), e2m1 (1) or the
+bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed). Value =
+(code - zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
+shaped like the scales (``W_ZERO`` 2); one scale per ``W_GROUP_N`` rows and ``W_GROUP`` elements
+along K (the whole K: per channel), float32 (``W_SCALE`` 0), e4m3 bits (1, times a per-expert
+float32 global scale: nvfp4) or e8m0 bits (2: mxfp4).
 """
 
 from __future__ import annotations
@@ -45,33 +47,40 @@ def gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
 
 
 @triton.jit
+def e4m3_value(bits):
+    """The float32 value of e4m3 bits (int32 holding a byte): sign, 4 exponent bits (bias 7), 3 mantissa bits."""
+    exponent = (bits >> 3) & 15
+    mantissa = (bits & 7).to(tl.float32)
+    magnitude = tl.where(exponent == 0, mantissa * 0.001953125, (1.0 + mantissa * 0.125) * tl.exp2((exponent - 7).to(tl.float32)))
+    return tl.where((bits & 128) != 0, -magnitude, magnitude)  # subnormals: m * 2^-9
+
+
+@triton.jit
 def scale_values(raw, W_SCALE: tl.constexpr):
     """Scales as float32: stored float32 (0), e4m3 bits (1) or e8m0 bits (2) in uint8."""
     if W_SCALE == 0:
         return raw.to(tl.float32)
-    bits = raw.to(tl.int32)
     if W_SCALE == 1:
-        exponent = (bits >> 3) & 15
-        mantissa = (bits & 7).to(tl.float32)
-        normal = (1.0 + mantissa * 0.125) * tl.exp2((exponent - 7).to(tl.float32))
-        return tl.where(exponent == 0, mantissa * 0.001953125, normal)  # subnormal: m * 2^-9
-    return tl.exp2((bits - 127).to(tl.float32))
+        return e4m3_value(raw.to(tl.int32))
+    return tl.exp2((raw.to(tl.int32) - 127).to(tl.float32))
 
 
 @triton.jit
 def dequantize_tile(raw, offs_k, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
-                    W_PACKED: tl.constexpr, W_FP4: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
+                    W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
                     W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """One [BLOCK_K, BLOCK_N] tile of weight codes (rows k0 + offs_k) as float32 values."""
     codes = raw
     if W_PACKED:
         codes = (raw.to(tl.int32) >> ((offs_k % 2) * 4)[:, None]) & 15
-    if W_FP4:
+    if W_CODES == 1:  # e2m1
         index = codes & 7
         low = index.to(tl.float32) * 0.5  # e2m1 {0, .5} for index 0, 1
         high = (1.0 + (index & 1).to(tl.float32) * 0.5) * tl.exp2(((index >> 1) - 1).to(tl.float32))  # {1, 1.5, 2, 3, 4, 6}
         magnitude = tl.where(index < 2, low, high)
         values = tl.where((codes & 8) != 0, -magnitude, magnitude)
+    elif W_CODES == 2:  # e4m3 bits
+        values = e4m3_value(codes.to(tl.int32))
     else:
         values = codes.to(tl.float32)
         if W_ZERO == 1:
@@ -102,8 +111,8 @@ def moe_gemm_kernel(
     GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, ATOMIC_OUT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
-    W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_FP4: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
-    W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
+    W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
+    W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
@@ -136,9 +145,11 @@ def moe_gemm_kernel(
         b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + (offs_k // 2)[:, None] * stride_bk
     else:
         b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
-    if W_ONLY:
-        w_s_ptrs = b_scale_ptr + expert * stride_bse + offs_n * stride_bsn
-        w_z_ptrs = b_zero_ptr + expert * stride_bse + offs_n * stride_bsn
+    if W_ONLY:  # scale (and zero-point) rows of the gate / plain rows and of the up rows
+        w_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
+        w_z_ptrs = b_zero_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
+        w_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
+        w_z_up_ptrs = b_zero_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
         global_scale = 1.0
         if W_GLOBAL:
             global_scale = tl.load(b_global_ptr + expert)
@@ -157,12 +168,11 @@ def moe_gemm_kernel(
         if GATED:
             b_up = tl.load(b_ptrs + up_offset * stride_bn, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if W_ONLY:
-            b = dequantize_tile(b, offs_k, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_FP4,
+            b = dequantize_tile(b, offs_k, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES,
                                 W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype)
             if GATED:
-                b_up = dequantize_tile(b_up, offs_k, k * BLOCK_K, K, w_s_ptrs + up_offset * stride_bsn, w_z_ptrs + up_offset * stride_bsn,
-                                       stride_bsk, n_ok, global_scale, W_PACKED, W_FP4, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE,
-                                       BLOCK_K, BLOCK_N).to(a.dtype)
+                b_up = dequantize_tile(b_up, offs_k, k * BLOCK_K, K, w_s_up_ptrs, w_z_up_ptrs, stride_bsk, n_ok, global_scale,
+                                       W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype)
         if SCALES == 2:
             group = (k * BLOCK_K) // GROUP_K
             a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)

@@ -74,11 +74,12 @@ class WeightOnly:
     """How the GEMMs dequantize the codes of a weight-only scheme (the ``W_*`` constexprs of the GEMM)."""
 
     packed: bool  # two 4-bit codes per byte along K
-    fp4: bool  # e2m1 codes, else integers
+    codes: int  # 0 integers, 1 e2m1, 2 e4m3 bits (fp8 weights read as uint8)
     zero: int  # 0 none, 1 the implicit 8 of symmetric int4, 2 a uint8 zero-point tensor
     scale: int  # 0 float32, 1 e4m3 bits (nvfp4), 2 e8m0 bits (mxfp4)
     global_scale: bool  # a float32 scale per expert (nvfp4)
     group: int  # elements along K per scale; -1: the whole K (per channel)
+    group_n: int = 1  # rows per scale (128 for 128x128 blocks)
 
     def group_for(self, k: int) -> int:
         return k if self.group == -1 else self.group
@@ -96,9 +97,10 @@ def weight_only(weight_key: QuantKey | None, activation_key: QuantKey | None) ->
     if weight_key is None or activation_key is not None:
         return None
     packed = weight_key.dtype in (QuantDtype.INT4, QuantDtype.FP4_E2M1)
+    codes = {QuantDtype.FP4_E2M1: 1, QuantDtype.FP8_E4M3: 2}.get(weight_key.dtype, 0)
     zero = 2 if not weight_key.symmetric else (1 if weight_key.dtype is QuantDtype.INT4 else 0)
     scale = {ScaleDtype.FP8_E4M3: 1, ScaleDtype.E8M0: 2}.get(weight_key.scale_dtype, 0)
-    return WeightOnly(packed, weight_key.dtype is QuantDtype.FP4_E2M1, zero, scale, weight_key.global_scale, weight_key.group.cols)
+    return WeightOnly(packed, codes, zero, scale, weight_key.global_scale, weight_key.group.cols, max(weight_key.group.rows, 1))
 
 
 def _device_name(device: torch.device) -> str:
@@ -142,12 +144,13 @@ class TritonKernel(MoEKernel):
         weights = super().prepare_weights(weights)
         fix = {}
         packed_scales = self.weight_only is not None and self.weight_only.scale != 0
+        float_bits = self.weight_only is not None and self.weight_only.codes == 2  # fp8 codes read as their bytes
         for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale", "w13_zero", "w2_zero"):
             t = getattr(weights, name)
             if t is None:
                 continue
             if name in ("w13", "w2", "w13_zero", "w2_zero"):
-                fix[name] = t.contiguous()
+                fix[name] = t.contiguous().view(torch.uint8) if float_bits and name in ("w13", "w2") else t.contiguous()
             elif packed_scales and name in ("w13_scale", "w2_scale"):
                 fix[name] = t.contiguous().view(torch.uint8)
             else:
@@ -245,7 +248,7 @@ class TritonKernel(MoEKernel):
         """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
-        wo = self.weight_only or WeightOnly(False, False, 0, 0, False, -1)
+        wo = self.weight_only or WeightOnly(False, 0, 0, 0, False, -1)
         group = wo.group_for(k)
         return Launcher(
             moe_gemm_kernel, num_warps=lc.num_warps, num_stages=lc.num_stages,
@@ -253,8 +256,8 @@ class TritonKernel(MoEKernel):
             CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
             GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
-            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_FP4=wo.fp4, W_ZERO=wo.zero, W_SCALE=wo.scale,
-            W_GLOBAL=wo.global_scale, W_GROUP=group, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
+            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
+            W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
         )
 

@@ -12,7 +12,7 @@ from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 
 #: Weight-only schemes: codes dequantized in registers inside the GEMMs' K loop, 16-bit MMA (gemm.py).
-WEIGHT_ONLY_SCHEMES = ("w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "nvfp4-w4a16", "mxfp4")
+WEIGHT_ONLY_SCHEMES = ("w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "fp8-w8a16", "fp8-block-w8a16", "nvfp4-w4a16", "mxfp4")
 STANDARD_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-dyn", "fp8-tensor-token", "fp8-channel", "fp8-block", "int8") + WEIGHT_ONLY_SCHEMES
 # As in the seeds' history: no int8 in the batched format; per-tensor dynamic scales would need
 # an amax over valid rows only, which the batched path does not compute.
@@ -21,9 +21,10 @@ BATCHED_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-token", "fp8-channel
 #: Said with every weight-only "yes" until the GPU run of tests/test_triton_weight_only.py and its benchmark land.
 WEIGHT_ONLY_NOTE = "weight-only kernels match the reference in the Triton interpreter; not yet validated on a GPU"
 
-#: Minimum CUDA compute capability per quant family (bfloat16 layers need 8.0 in any case).
-MIN_CAPABILITY = {QuantFamily.UNQUANTIZED: (8, 0), QuantFamily.FP8: (8, 9), QuantFamily.INT8: (7, 5),
-                  QuantFamily.WEIGHT_ONLY: (7, 5), QuantFamily.NVFP4: (7, 5), QuantFamily.MXFP4: (7, 5)}
+#: Minimum CUDA compute capability per quant family of the w8a8 / 16-bit schemes (bfloat16 layers need 8.0 in any case).
+MIN_CAPABILITY = {QuantFamily.UNQUANTIZED: (8, 0), QuantFamily.FP8: (8, 9), QuantFamily.INT8: (7, 5)}
+#: Weight-only schemes of any family run 16-bit MMA on dequantized codes (fp8 codes decoded from their bytes).
+WEIGHT_ONLY_CAPABILITY = (7, 5)
 
 _COMMON = dict(
     family="triton",
@@ -73,7 +74,7 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
         reasons.append(f"the Triton kernels compute in float16/bfloat16, not {config.dtype_name}")
     reasons += _packing_reasons(config, weight_key)
     if platform.is_cuda():
-        need = MIN_CAPABILITY[family]
+        need = WEIGHT_ONLY_CAPABILITY if weight_key is not None and activation_key is None else MIN_CAPABILITY[family]
         if config.dtype is torch.bfloat16:
             need = max(need, (8, 0))
         if not platform.has_capability(*need):

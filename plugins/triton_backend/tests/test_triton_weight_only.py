@@ -27,7 +27,8 @@ FP4 = ("nvfp4-w4a16", "mxfp4")
 
 def odd_sizes(name: str) -> tuple[int, int]:
     """Sizes that are no multiple of the tiles: K splits into partial tiles and a partial last scale group
-    (int schemes, group 128); fp4 keeps K a multiple of its 16/32 group, as its layout requires."""
+    (int and fp8 schemes, groups and blocks of 128); fp4 keeps K a multiple of its 16/32 group, as its
+    layout requires."""
     return (224, 96) if name in FP4 else (200, 72)
 
 
@@ -91,15 +92,17 @@ def test_batched_format(name):
 
 def test_the_dequantization_each_scheme_declares():
     wo = {name: weight_only(*quant.scheme(name).keys) for name in WEIGHT_ONLY_SCHEMES}
-    assert wo["w4a16"] == WeightOnly(packed=True, fp4=False, zero=1, scale=0, global_scale=False, group=128)
+    assert wo["w4a16"] == WeightOnly(packed=True, codes=0, zero=1, scale=0, global_scale=False, group=128)
     assert wo["w4a16-zp"].zero == 2 and wo["w8a16"].zero == 0 and not wo["w8a16"].packed
-    assert wo["nvfp4-w4a16"] == WeightOnly(packed=True, fp4=True, zero=0, scale=1, global_scale=True, group=16)
-    assert wo["mxfp4"] == WeightOnly(packed=True, fp4=True, zero=0, scale=2, global_scale=False, group=32)
+    assert wo["nvfp4-w4a16"] == WeightOnly(packed=True, codes=1, zero=0, scale=1, global_scale=True, group=16)
+    assert wo["mxfp4"] == WeightOnly(packed=True, codes=1, zero=0, scale=2, global_scale=False, group=32)
+    assert wo["fp8-w8a16"] == WeightOnly(packed=False, codes=2, zero=0, scale=0, global_scale=False, group=-1)
+    assert wo["fp8-block-w8a16"] == WeightOnly(packed=False, codes=2, zero=0, scale=0, global_scale=False, group=128, group_n=128)
     assert weight_only(*quant.scheme("fp8-channel").keys) is None and weight_only(None, None) is None
     # A K tile never straddles two groups unevenly: groups and tiles divide one another, or one group spans K.
     assert wo["w4a16"].block_k(64, 7168) == 64 and wo["nvfp4-w4a16"].block_k(64, 7168) == 64
-    assert WeightOnly(True, False, 1, 0, False, 48).block_k(64, 7168) == 16
-    assert WeightOnly(True, False, 1, 0, False, -1).block_k(64, 200) == 64
+    assert WeightOnly(True, 0, 1, 0, False, 48).block_k(64, 7168) == 16
+    assert WeightOnly(True, 0, 1, 0, False, -1).block_k(64, 200) == 64
 
 
 @pytest.mark.parametrize("platform", ["h100", "a100", "l40s"])
