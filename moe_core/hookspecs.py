@@ -101,3 +101,27 @@ def moe_core_doctor() -> "Sequence[str] | None":  # noqa: F821
     Called only by ``moe-core doctor`` (never during selection), so it may import the provider and
     look at the real machine. An exception is shown as a plugin problem, never breaks the command.
     """
+
+
+def backend_hooks(specs, supports):
+    """``moe_core_backends`` and ``moe_core_supports`` for a plugin that declares ``specs`` and answers for them.
+
+    ``supports(backend, config, weight_key, activation_key, platform)`` is called for this plugin's own
+    backends only (others get no opinion, ``None``). In the plugin module::
+
+        moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)
+
+    A plugin that also vetoes other plugins' backends writes its own ``moe_core_supports`` instead.
+    """
+    declared = list(specs)
+    names = frozenset(s.name for s in declared)
+
+    @hookimpl
+    def moe_core_backends():
+        return declared
+
+    @hookimpl
+    def moe_core_supports(backend, config, weight_key, activation_key, platform):
+        return supports(backend, config, weight_key, activation_key, platform) if backend.name in names else None
+
+    return moe_core_backends, moe_core_supports

@@ -178,3 +178,23 @@ def test_doctor_reports_are_collected_and_misbehaviour_is_isolated():
     assert reports["p2"] == ["(moe_core_doctor returned str, not a list of str)"]
     assert "p3" not in reports
     assert {(p.plugin, p.stage) for p in reg.problems} == {("p1", "moe_core_doctor"), ("p2", "moe_core_doctor")}
+
+
+def test_backend_hooks_answer_for_their_own_backends_only():
+    from types import SimpleNamespace
+
+    from moe_core.hookspecs import backend_hooks
+
+    seen = []
+
+    def rule(backend, config, weight_key, activation_key, platform):
+        seen.append(backend.name)
+        return Support.no("too many experts") if config.num_experts > 4 else Support.yes()
+
+    module = SimpleNamespace()
+    module.moe_core_backends, module.moe_core_supports = backend_hooks([spec("mine")], rule)
+    reg = registry(module, FakePlugin([FakeBackend(spec("theirs", priority=50))]))
+    assert set(reg.specs) == {"mine", "theirs"}
+    chosen = select(CFG, platform=H100, registry=reg, environ={})
+    assert chosen.name == "theirs" and seen == ["mine"]  # never asked about "theirs"
+    assert next(c for c in chosen.candidates if c.name == "mine").support.reasons == ("too many experts",)

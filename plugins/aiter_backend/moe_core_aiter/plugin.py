@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from moe_core.hookspecs import hookimpl
+from moe_core.hookspecs import backend_hooks
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, quant_family, scheme
 from moe_core.spec import NOT_VALIDATED, BackendSpec
@@ -33,15 +33,8 @@ SPECS = [
 ]
 
 
-@hookimpl
-def moe_core_backends():
-    return SPECS
-
-
-@hookimpl
-def moe_core_supports(backend, config, weight_key, activation_key, platform):
-    if backend.name != "aiter":
-        return None
+def _supports(backend, config, weight_key, activation_key, platform) -> Support:
+    """AITER's architectures, dtypes and weight-shuffle alignment."""
     reasons = []
     if not platform.is_rocm() or platform.arch not in ARCHS:
         found = (platform.arch or "of unknown architecture") if platform.is_rocm() else platform.describe()
@@ -54,3 +47,6 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
     if reasons or quant_family(weight_key, activation_key) is not QuantFamily.FP8:
         return Support.from_reasons(reasons)
     return Support.yes(f"fp8 runs in AITER's {FP8_DTYPE_BY_ARCH[platform.arch]} on {platform.arch}; prepare_weights converts e4m3fn weights once")
+
+
+moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)

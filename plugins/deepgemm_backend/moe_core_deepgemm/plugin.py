@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from moe_core.config import ActivationFormat
-from moe_core.hookspecs import hookimpl
+from moe_core.hookspecs import backend_hooks
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, quant_family, scheme
 from moe_core.spec import BackendSpec, Validation
@@ -51,18 +51,10 @@ SPECS = [
         **_COMMON,
     ),
 ]
-NAMES = {s.name for s in SPECS}
 
 
-@hookimpl
-def moe_core_backends():
-    return SPECS
-
-
-@hookimpl
-def moe_core_supports(backend, config, weight_key, activation_key, platform):
-    if backend.name not in NAMES:
-        return None
+def _supports(backend, config, weight_key, activation_key, platform) -> Support:
+    """Architecture, dtype and alignment rules of DeepGEMM's grouped GEMMs."""
     family = quant_family(weight_key, activation_key)
     reasons = []
     if config.dtype is not torch.bfloat16:
@@ -86,3 +78,6 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
     if platform.is_cuda() and platform.capability[0] == 10:
         return Support.yes("sm_100 follows DeepGEMM's API but has not been validated by this plugin")
     return Support.yes()
+
+
+moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)

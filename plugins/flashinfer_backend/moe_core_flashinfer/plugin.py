@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from moe_core.config import Activation, ActivationFormat
-from moe_core.hookspecs import hookimpl
+from moe_core.hookspecs import backend_hooks, hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, scheme, scheme_for_keys
 from moe_core.spec import NOT_VALIDATED, BackendSpec, Validation
@@ -68,12 +68,6 @@ SPECS = [
               provider="flashinfer-python 0.7.2.post1, cuda-tile 1.7.0 with tileiras/ptxas/libnvvm 13.4.92, torch 2.11.0+cu130",
               date="2026-11-23", log="docs/benchmarks/h100-2026-11-23/flashinfer_gpu_tests.log")),
 ]
-NAMES = {s.name for s in SPECS}
-
-
-@hookimpl
-def moe_core_backends():
-    return SPECS
 
 
 @hookimpl
@@ -89,10 +83,8 @@ def _arch(platform) -> int | None:
     return None if cap is None else cap[0] * 10 + cap[1]
 
 
-@hookimpl
-def moe_core_supports(backend, config, weight_key, activation_key, platform):
-    if backend.name not in NAMES:
-        return None
+def _supports(backend, config, weight_key, activation_key, platform) -> Support:
+    """FlashInfer's own facts (arch, limits, activations), then the toolchain and JIT module on the real machine."""
     binding = BINDINGS[backend.name][scheme_for_keys(weight_key, activation_key).name]
     reasons, notes = [], []
     if config.dtype is not torch.bfloat16:
@@ -157,3 +149,6 @@ def _flashinfer_reasons(name: str, binding: contract.Binding, config, platform) 
             if size % multiple:
                 reasons.append(f"{field}={size} is not a multiple of {multiple}, which {binding.config}.prepare_weights requires; pad it")
     return reasons
+
+
+moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from moe_core.config import ActivationFormat
-from moe_core.hookspecs import hookimpl
+from moe_core.hookspecs import backend_hooks
 from moe_core.platform import DeviceKind
-from moe_core.quant import QuantDtype, QuantFamily, scheme
+from moe_core.quant import QuantDtype, QuantFamily, quant_family, scheme
 from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 
@@ -54,20 +54,10 @@ SPECS = [
         **_COMMON,
     ),
 ]
-NAMES = {s.name for s in SPECS}
 
 
-@hookimpl
-def moe_core_backends():
-    return SPECS
-
-
-@hookimpl
-def moe_core_supports(backend, config, weight_key, activation_key, platform):
-    if backend.name not in NAMES:
-        return None
-    from moe_core.quant import quant_family
-
+def _supports(backend, config, weight_key, activation_key, platform) -> Support:
+    """What the Triton kernels cannot do for this layer on this platform (capability, dtype, packing)."""
     family = quant_family(weight_key, activation_key)
     reasons = []
     if config.dtype not in (torch.float16, torch.bfloat16):
@@ -98,3 +88,6 @@ def _packing_reasons(config, weight_key) -> list[str]:
     multiple = weight_key.group.cols if weight_key.dtype is QuantDtype.FP4_E2M1 else 2
     return [f"{what}={size} is not a multiple of {multiple}, which {weight_key.dtype.value} weights need along K"
             for what, size in (("hidden_size", config.hidden_size), ("intermediate_size", config.intermediate_size)) if size % multiple]
+
+
+moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)
