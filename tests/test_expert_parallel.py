@@ -203,3 +203,23 @@ def test_moe_core_run_under_torchrun_runs_every_rank(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "=> pair: all_to_all + " in result.stdout
     assert "rank 0 of 2" in result.stdout and "rank 1 of 2" in result.stdout
+
+
+def _fails_on_rank_1(rank: int, world: int) -> int:
+    import torch.distributed as dist
+
+    if rank == 1:
+        raise RuntimeError("rank 1 failed on purpose")
+    dist.barrier()  # rank 0 would wait here forever if a failed peer were not noticed
+    return rank
+
+
+def test_a_failing_rank_fails_the_group_at_once_with_its_error():
+    import time
+
+    from torch.multiprocessing import ProcessRaisedException
+
+    start = time.monotonic()
+    with pytest.raises(ProcessRaisedException, match="rank 1 failed on purpose"):
+        spawn_group(2, _fails_on_rank_1, "gloo", timeout_s=60)
+    assert time.monotonic() - start < 30  # the other rank is terminated, not left to its 60 s timeout
