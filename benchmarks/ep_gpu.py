@@ -116,7 +116,7 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: in
                         marks = [time.perf_counter()]
                     sent = layer.dispatcher.dispatch(x, routing)
                     ev[1].record() if cuda else marks.append(time.perf_counter())
-                    y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False)
+                    y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t)
                     ev[2].record() if cuda else marks.append(time.perf_counter())
                     layer.dispatcher.combine(y, sent)
                     if cuda:

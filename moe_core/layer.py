@@ -119,21 +119,24 @@ class MoELayer:
         for counter in self._counters():  # bad routing of an earlier call, if its report reached the host
             counter.poll()
         if self.dispatcher is None:
-            return self._run(hidden_states, routing, expert_map, apply_router_weight_on_input)
+            return self._run(hidden_states, routing, expert_map, apply_router_weight_on_input, hidden_states.shape[0])
         if expert_map is not None or apply_router_weight_on_input:
             raise KernelInputError("expert_map" if expert_map is not None else "apply_router_weight_on_input",
                                    "is not taken by an expert-parallel layer: its dispatcher places the experts")
         self.dispatcher.check_inputs(hidden_states, routing)
         sent = self.dispatcher.dispatch(hidden_states, routing)
-        out = self._run(sent.hidden_states, sent.routing, sent.expert_map, False)
+        out = self._run(sent.hidden_states, sent.routing, sent.expert_map, False, hidden_states.shape[0])
         for counter in self.dispatcher.counters():
             counter.snapshot()
         return self.dispatcher.combine(out, sent)
 
-    def _run(self, hidden_states, routing, expert_map, apply_router_weight_on_input) -> torch.Tensor:
-        """The experts on this rank: the selected kernel, or the next eligible one that accepts the shape."""
+    def _run(self, hidden_states, routing, expert_map, apply_router_weight_on_input, tokens: int) -> torch.Tensor:
+        """The experts on this rank: the selected kernel, or the next eligible one that accepts the shape.
+
+        ``tokens``: the caller's token count, which a measured ranking is keyed by (an expert-parallel
+        layer's own tokens, not the rows its dispatcher delivered)."""
         refusals = []
-        selection = self._select(hidden_states.shape[0])  # a measured ranking may prefer another backend here
+        selection = self._select(tokens)  # a measured ranking may prefer another backend here
         for name in dict.fromkeys((selection.name, *selection.fallbacks)):
             kernel, weights = self._kernel(name)
             verdict = kernel.check_shapes(hidden_states, routing)
