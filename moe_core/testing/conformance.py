@@ -21,6 +21,8 @@ Plain functions that raise ``AssertionError`` with a message naming the backend 
   random problems on the device at hand, within per-scheme tolerances.
 * :func:`check_against_reference`: one kernel call on hand-made inputs (odd sizes, empty experts,
   an expert map) against the reference kernel on the same weights.
+* :func:`check_graph_replay`: one call captured in a CUDA graph, replayed on new inputs, against
+  the reference (GPU).
 * :func:`check_robustness` (from :mod:`moe_core.testing.robustness`): invalid routing and NaN/inf
   values never crash the backend or poison the device, and invalid routing is reported.
 """
@@ -122,6 +124,29 @@ def check_against_reference(kernel_cls: type[MoEKernel], cfg: MoEConfig, scheme_
     want = oracle.apply(x, oracle.prepare_weights(raw), routing, expert_map=expert_map)
     err = relative_error(got, want)
     assert err <= tolerance(sch.activation_key, cfg.dtype), f"{kernel_cls.__name__} {scheme_name}: rel. error {err:.3g} vs the reference"
+    return err
+
+
+def check_graph_replay(kernel_cls: type[MoEKernel], cfg: MoEConfig, scheme_name: str, tokens: int = 4) -> float:
+    """Capture one call of ``kernel_cls`` in a CUDA graph, copy new inputs into the captured tensors, replay, and
+    compare with the reference kernel on those inputs (GPU only). Returns the relative error; raises
+    AssertionError above the tolerance or when the replay did not read the new inputs."""
+    sch = scheme(scheme_name)
+    raw = random_layer(cfg, sch, device="cuda")
+    kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
+    weights = kernel.prepare_weights(raw)
+    x, routing = random_inputs(cfg, tokens, device="cuda")
+    first = kernel.apply(x, weights, routing)  # warm-up: compiles, allocates workspaces
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = kernel.apply(x, weights, routing)
+    x2, routing2 = random_inputs(cfg, tokens, device="cuda", seed=9)
+    x.copy_(x2), routing.topk_ids.copy_(routing2.topk_ids), routing.topk_weights.copy_(routing2.topk_weights)
+    graph.replay()
+    oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
+    err = relative_error(out, oracle.apply(x2, oracle.prepare_weights(raw), routing2))
+    assert err <= tolerance(sch.activation_key, cfg.dtype), f"{kernel_cls.__name__} {scheme_name}: graph replay rel. error {err:.3g}"
+    assert not torch.equal(out, first), f"{kernel_cls.__name__}: the replay returned the captured call's result, not the new inputs'"
     return err
 
 

@@ -10,10 +10,8 @@ import pytest
 import torch
 
 from moe_core.config import Activation, MoEConfig, ParallelConfig
-from moe_core.numerics import relative_error, tolerance
-from moe_core.presets import random_inputs, random_layer
+from moe_core.presets import random_inputs
 from moe_core.quant import scheme
-from moe_core.reference.kernel import ReferenceKernel
 from moe_core.resolver import current_platform
 from moe_core.routing import Routing
 from moe_core.spec import SupportQuery
@@ -90,17 +88,4 @@ def test_robustness(reg):
 def test_cuda_graph_replay(reg):
     from moe_core_flashinfer.kernel import CuTileKernel
 
-    sch = scheme("unquantized")
-    kernel = CuTileKernel(SMALL, None, None)
-    weights = kernel.prepare_weights(random_layer(SMALL, sch, device="cuda"))
-    x, routing = random_inputs(SMALL, 4, device="cuda")
-    kernel.apply(x, weights, routing)  # warm: compiles and allocates the token bucket's workspace
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = kernel.apply(x, weights, routing)
-    x2, routing2 = random_inputs(SMALL, 4, device="cuda", seed=9)
-    x.copy_(x2), routing.topk_ids.copy_(routing2.topk_ids), routing.topk_weights.copy_(routing2.topk_weights)
-    graph.replay()
-    oracle = ReferenceKernel(SMALL, None, None)
-    want = oracle.apply(x2, oracle.prepare_weights(random_layer(SMALL, sch, device="cuda")), routing2)
-    assert relative_error(out, want) <= tolerance(None, SMALL.dtype)
+    conformance.check_graph_replay(CuTileKernel, SMALL, "unquantized")  # the warm-up call allocates the bucket's workspace

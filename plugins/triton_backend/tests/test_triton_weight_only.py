@@ -138,12 +138,4 @@ def test_long_k_and_cuda_graph_capture_on_the_gpu(name):
     cfg = MoEConfig(8, 4, 7168, 256, dtype=torch.bfloat16)
     weights, x, routing = problem(cfg, name, tokens=16, seed=5)
     assert against_reference(TritonKernel, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
-    sch = quant.scheme(name)
-    kernel = TritonKernel(cfg, sch.weight_key, None)
-    prepared = kernel.prepare_weights(weights)
-    eager = kernel.apply(x, prepared, routing)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = kernel.apply(x, prepared, routing)
-    graph.replay()
-    torch.testing.assert_close(out, eager)
+    conformance.check_graph_replay(TritonKernel, cfg, name)
