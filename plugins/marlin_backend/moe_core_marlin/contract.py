@@ -2,8 +2,11 @@
 
 Read from vllm-project/vllm: ``vllm/model_executor/layers/fused_moe/fused_marlin_moe.py`` and
 ``vllm/_custom_ops.py`` at :data:`VLLM_COMMIT`, ``vllm/model_executor/layers/quantization/utils/
-marlin_utils.py`` at :data:`VLLM_MARLIN_UTILS_COMMIT`. The binding looks its functions up through
-these records, and ``tests/test_marlin_contract.py`` checks every call it makes binds to them.
+marlin_utils.py`` at :data:`VLLM_MARLIN_UTILS_COMMIT`, ``.../utils/marlin_utils_fp8.py`` at
+:data:`VLLM_MARLIN_FP8_UTILS_COMMIT` and ``csrc/moe/marlin_moe_wna16/generate_kernels.py`` at
+:data:`VLLM_MARLIN_KERNELS_COMMIT` (with ``ops.cu`` at :data:`VLLM_MARLIN_OPS_COMMIT`). The binding
+looks its functions up through these records (:data:`READ_AT` names each one's commit), and
+``tests/test_marlin_contract.py`` checks every call it makes binds to them.
 """
 
 from __future__ import annotations
@@ -14,9 +17,21 @@ from moe_core.provider import FunctionContract
 VLLM_COMMIT = "00a130a03146d74300d01c0bcf806f323f887fbb"
 #: The commit marlin_utils.py was read from (the constants and the scale/zero-point helpers).
 VLLM_MARLIN_UTILS_COMMIT = "007d50058a06dec0f82472d63c819244d460c40d"
+#: The commit marlin_utils_fp8.py (pack_fp8_to_int32, fp8_fused_exponent_bias_into_scales) was read from.
+#: The source index holds no copy of that file at the two commits above; this one is of the same
+#: generation (its helpers pass ``is_a_8bit`` / ``input_dtype``, as marlin_utils.py at
+#: VLLM_MARLIN_UTILS_COMMIT and fused_marlin_moe.py at VLLM_COMMIT do).
+VLLM_MARLIN_FP8_UTILS_COMMIT = "ee52d9901d368da35a80048c299ccb53e78a9a01"
+#: The commit csrc/moe/marlin_moe_wna16/generate_kernels.py (which kernels are compiled) was read from
+#: (not stored at VLLM_COMMIT either; same generation: a_type / is_a_8bit kernels).
+VLLM_MARLIN_KERNELS_COMMIT = "52ef833e58d28e3bc9dd8ba68942896d92979cca"
+#: The commit csrc/moe/marlin_moe_wna16/ops.cu (moe_wna16_marlin_gemm's checks) was read from: fp8 weights
+#: take scales of the activation dtype (s_type = c_type), [E, K/group, N] with group = K / b_scales.size(1).
+VLLM_MARLIN_OPS_COMMIT = "fb4ff9fa3db7b11295189afeacaa1bd94b7546fc"
 
 
 _MARLIN_UTILS = "vllm.model_executor.layers.quantization.utils.marlin_utils"
+_MARLIN_UTILS_FP8 = "vllm.model_executor.layers.quantization.utils.marlin_utils_fp8"
 
 #: ``fused_marlin_moe``: w1 [E, K/16, 2N * bits/2] and w2 [E, N/16, K * bits/2] in Marlin layout,
 #: w1 rows gate then up (``silu_and_mul`` reads the first half as gate); topk_weights float32.
@@ -58,16 +73,58 @@ MARLIN_ZERO_POINTS = FunctionContract(
     required=4,
 )
 
+#: ``pack_fp8_to_int32`` (marlin_utils_fp8, at VLLM_MARLIN_FP8_UTILS_COMMIT): one expert's float8_e4m3fn
+#: weight, [N, K] with ``size_k_first=False``, -> int32 [N, K/4], four consecutive k per word (the
+#: bytes reinterpreted); vLLM's ``prepare_moe_fp8_layer_for_marlin`` transposes it to [K/4, N] for the repack.
+PACK_FP8_TO_INT32 = FunctionContract(
+    module=_MARLIN_UTILS_FP8,
+    name="pack_fp8_to_int32",
+    parameters=("fp8_tensor", "size_k_first"),
+    required=1,
+)
+
+#: ``fp8_fused_exponent_bias_into_scales`` (marlin_utils_fp8, at VLLM_MARLIN_FP8_UTILS_COMMIT): Marlin's
+#: fp8 dequantization skips the exponent-bias correction, so the (already permuted) float16 / bfloat16
+#: scales are multiplied by 2**8 / 2**120; ``prepare_moe_fp8_layer_for_marlin`` does it whenever the
+#: activations are not fp8.
+FP8_FUSED_EXPONENT_BIAS_INTO_SCALES = FunctionContract(
+    module=_MARLIN_UTILS_FP8,
+    name="fp8_fused_exponent_bias_into_scales",
+    parameters=("scales",),
+    required=1,
+)
+
+#: Every function record and the vLLM commit it was read from.
+READ_AT = {
+    FUSED_MARLIN_MOE: VLLM_COMMIT,
+    GPTQ_MARLIN_MOE_REPACK: VLLM_COMMIT,
+    MARLIN_MOE_PERMUTE_SCALES: VLLM_MARLIN_UTILS_COMMIT,
+    MARLIN_ZERO_POINTS: VLLM_MARLIN_UTILS_COMMIT,
+    PACK_FP8_TO_INT32: VLLM_MARLIN_FP8_UTILS_COMMIT,
+    FP8_FUSED_EXPONENT_BIAS_INTO_SCALES: VLLM_MARLIN_FP8_UTILS_COMMIT,
+}
+
 #: Module and attribute holding vLLM's ScalarType constants; the binding passes ``.id`` as quant_type_id.
 SCALAR_TYPES_MODULE = "vllm.scalar_type"
 SCALAR_TYPES_ATTR = "scalar_types"
 
 #: moe-core scheme -> the vLLM ScalarType its codes are (``query_marlin_supported_quant_types``):
-#: GPTQ-style unsigned with a symmetric bias (uint4b8: q + 8, uint8b128: q + 128), AWQ-style uint4 + zero point.
-SCALAR_TYPE_BY_SCHEME = {"w4a16": "uint4b8", "w4a16-zp": "uint4", "w8a16": "uint8b128"}
+#: GPTQ-style unsigned with a symmetric bias (uint4b8: q + 8, uint8b128: q + 128), AWQ-style uint4 + zero point,
+#: and float8_e4m3fn for fp8 weights (fused_marlin_moe accepts it and reads it as 8 bits).
+SCALAR_TYPE_BY_SCHEME = {
+    "w4a16": "uint4b8", "w4a16-zp": "uint4", "w8a16": "uint8b128",
+    "fp8-w8a16": "float8_e4m3fn", "fp8-block-w8a16": "float8_e4m3fn",
+}
+#: The fp8 schemes (weights float8_e4m3fn, scales in the activation dtype, no zero points).
+FP8_SCHEMES = ("fp8-w8a16", "fp8-block-w8a16")
 
 #: ``MARLIN_SUPPORTED_GROUP_SIZES`` (-1: one group over the whole K).
 SUPPORTED_GROUP_SIZES = (-1, 32, 64, 128)
+#: Weight group sizes along K the MoE kernels are compiled for with float8_e4m3fn weights: generate_kernels.py
+#: builds kFE4M3fn only with group_blocks -1 (channelwise) and 8 (16 * 8 = 128). 128x128 blocks become
+#: groups of 128 along K with each block scale repeated over its 128 output channels, as
+#: ``prepare_moe_fp8_layer_for_marlin`` does for ``weight_block_size``.
+FP8_GROUP_SIZES = (-1, 128)
 #: ``check_moe_marlin_supports_layer``: hidden_size % 128 and intermediate_size % max(64, group) must be 0.
 HIDDEN_MULTIPLE = 128
 INTERMEDIATE_MIN_MULTIPLE = 64

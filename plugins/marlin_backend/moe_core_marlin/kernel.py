@@ -4,6 +4,11 @@ prepare_weights packs moe-core's canonical codes GPTQ-style (:mod:`moe_core_marl
 repacks them with vLLM's ``gptq_marlin_moe_repack``; scales go through ``marlin_moe_permute_scales``
 and zero points through ``marlin_zero_points``. moe-core's w13 = [gate; up] as [E, 2I, H] is Marlin's
 w1 (N = 2I, K = H) with gate first, as vLLM's ``silu_and_mul`` reads it; w2 [E, H, I] is Marlin's w2.
+
+fp8 weight-only follows vLLM's ``prepare_moe_fp8_layer_for_marlin``: each expert's float8_e4m3fn
+[N, K] goes through ``pack_fp8_to_int32`` (then [K/4, N]) and the same repack with num_bits=8;
+per-channel or 128x128 block scales become groups along K in the activation dtype, are permuted, and
+get the fp8 exponent bias folded in by ``fp8_fused_exponent_bias_into_scales``.
 """
 
 from __future__ import annotations
@@ -12,21 +17,26 @@ from dataclasses import replace
 
 import torch
 
+from moe_core.errors import KernelInputError
 from moe_core.kernel import MoEKernel
 from moe_core.quant import QuantDtype, scheme_for_keys
 from moe_core.weights import ExpertWeights
 from moe_core_marlin import contract, provider
-from moe_core_marlin.layout import by_group, gptq_pack, unsigned_codes
+from moe_core_marlin.layout import by_group, fp8_scales_by_group, gptq_pack, unsigned_codes
 
 
 class MarlinKernel(MoEKernel):
-    """vLLM's Marlin fused MoE, STANDARD activation format, int4/int8 weight-only, CUDA sm80+."""
+    """vLLM's Marlin fused MoE, STANDARD activation format, int4/int8/fp8 weight-only, CUDA sm80+."""
 
     backend_name = "marlin"
 
     @property
     def bits(self) -> int:
         return 4 if self.weight_key.dtype is QuantDtype.INT4 else 8
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.weight_key.dtype is QuantDtype.FP8_E4M3
 
     @property
     def group_size(self) -> int:
@@ -40,6 +50,8 @@ class MarlinKernel(MoEKernel):
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, and repack weights, scales and zero points into Marlin's layout (once)."""
         weights = super().prepare_weights(weights)
+        if self.is_fp8:
+            return self._prepare_fp8(weights)
         fix = {}
         for name in ("w13", "w2"):
             codes = unsigned_codes(getattr(weights, name), self.bits)
@@ -49,6 +61,32 @@ class MarlinKernel(MoEKernel):
             zero = getattr(weights, f"{name}_zero")
             if zero is not None:
                 fix[f"{name}_zero"] = self._zero_points(zero, size_n)
+        return replace(weights, **fix)
+
+    def _prepare_fp8(self, weights: ExpertWeights) -> ExpertWeights:
+        pack_fp8_to_int32 = provider.function(contract.PACK_FP8_TO_INT32)
+        fold_exponent_bias = provider.function(contract.FP8_FUSED_EXPONENT_BIAS_INTO_SCALES)
+        repack = provider.function(contract.GPTQ_MARLIN_MOE_REPACK)
+        permute = provider.function(contract.MARLIN_MOE_PERMUTE_SCALES)
+        fix = {}
+        for name in ("w13", "w2"):
+            weight = getattr(weights, name)
+            size_n, size_k = weight.shape[1], weight.shape[2]
+            # Per expert [N, K] -> int32 [N, K/4] -> [K/4, N]: GPTQ packing along K, as the repack takes it.
+            packed = torch.stack([pack_fp8_to_int32(fp8_tensor=w, size_k_first=False).T.contiguous() for w in weight])
+            no_act_order = torch.empty((weight.shape[0], 0), dtype=torch.int32, device=weight.device)
+            fix[name] = repack(b_q_weight=packed, perm=no_act_order, size_k=size_k, size_n=size_n, num_bits=8)
+            block_n = max(self.weight_key.group.rows, 1)
+            scales = fp8_scales_by_group(getattr(weights, f"{name}_scale"), size_n, block_n, self.config.dtype)
+            scales = permute(s=scales, size_k=size_k, size_n=size_n, group_size=self.group_size)
+            scales = fold_exponent_bias(scales=scales)
+            if not bool(torch.isfinite(scales).all()):
+                raise KernelInputError(
+                    f"{name}_scale",
+                    f"an fp8 weight scale overflows {self.config.dtype} once Marlin's exponent bias (2**8 for float16, "
+                    "2**120 for bfloat16) is folded in; use bfloat16 activations or smaller scales",
+                )
+            fix[f"{name}_scale"] = scales
         return replace(weights, **fix)
 
     def _repack(self, codes: torch.Tensor, size_k: int, size_n: int) -> torch.Tensor:

@@ -4,6 +4,9 @@ moe-core stores a projection of shape [E, N, K] (rows: output channels, cols: re
 codes [E, N, K] (int8) or [E, N, K/2] (int4, element 2j in the low nibble), scales and zero points
 [E, N, K/group]. Marlin's repack takes GPTQ-packed int32 [E, K * bits/32, N] (code k of a word in
 bits ``bits * (k % pack)``), and scales / zero points transposed to [E, K/group, N].
+
+fp8 weights are float8_e4m3fn [E, N, K] with per-channel scales [E, N, 1] or 128x128 block scales
+[E, ceil(N/128), K/128]; Marlin reads both as groups along K, [E, 1, N] or [E, K/128, N].
 """
 
 from __future__ import annotations
@@ -42,3 +45,16 @@ def _as_int32(words: torch.Tensor) -> torch.Tensor:
 def by_group(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Scales or zero points [E, N, K/group] -> [E, K/group, N] in ``dtype``, contiguous."""
     return tensor.transpose(1, 2).to(dtype).contiguous()
+
+
+def fp8_scales_by_group(scale: torch.Tensor, size_n: int, block_n: int, dtype: torch.dtype) -> torch.Tensor:
+    """fp8 weight scales -> [E, K/group, N] in ``dtype``, contiguous.
+
+    Per-channel [E, N, 1] becomes [E, 1, N]. 128x128 blocks [E, ceil(N/block_n), K/128] become
+    groups of 128 along K, each block's scale repeated over its ``block_n`` output channels and
+    cut to N (vLLM's ``prepare_moe_fp8_layer_for_marlin`` does the same with ``weight_block_size``).
+    """
+    by_k = scale.transpose(1, 2)
+    if block_n > 1:
+        by_k = by_k.repeat_interleave(block_n, dim=2)[..., :size_n]
+    return by_k.to(dtype).contiguous()

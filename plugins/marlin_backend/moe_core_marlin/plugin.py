@@ -1,11 +1,13 @@
-"""Registers `marlin`: vLLM's Marlin fused MoE for int4/int8 weight-only schemes, CUDA sm80+.
+"""Registers `marlin`: vLLM's Marlin fused MoE for int4/int8/fp8 weight-only schemes, CUDA sm80+.
 
 LoRA is refused by the declaration (``supports_lora=False``), with the core's reason.
 
-Priority: the seeds rank Marlin as the lowest CUDA fp8 backend (tests/parity/seed_backends.py), but
-moe-core has no fp8 weight-only scheme, so `marlin` declares only the weight_only family. There no
-other GPU backend competes (triton runs no weight-only scheme), so 400 puts it above the
-reference (0) and leaves room above it for a faster weight-only kernel.
+Priority: the seeds rank Marlin as the lowest CUDA fp8 backend (FP8_ORDER in
+tests/parity/seed_backends.py: ... > triton > triton_batched > marlin > xpu, ten apart), so in the fp8
+family (fp8-w8a16, fp8-block-w8a16) `marlin` takes 480, the next step below triton_batched (490) and
+triton (500); it is chosen there when triton cannot run the layer, or when
+VLLM_TEST_FORCE_FP8_MARLIN=1 forces it. The seeds have no weight-only oracle; there 400 puts it above
+the reference (0) and below triton (500).
 """
 
 from __future__ import annotations
@@ -15,24 +17,26 @@ import torch
 from moe_core.config import Activation
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
-from moe_core.quant import scheme
+from moe_core.quant import QuantDtype, QuantFamily, scheme
 from moe_core.spec import NOT_VALIDATED, BackendSpec
 from moe_core.support import Support
 
 from moe_core_marlin.contract import (
-    HIDDEN_MULTIPLE, INTERMEDIATE_MIN_MULTIPLE, SCALAR_TYPE_BY_SCHEME, SUPPORTED_GROUP_SIZES,
+    FP8_GROUP_SIZES, HIDDEN_MULTIPLE, INTERMEDIATE_MIN_MULTIPLE, SCALAR_TYPE_BY_SCHEME, SUPPORTED_GROUP_SIZES,
 )
 
 SCHEMES = tuple(SCALAR_TYPE_BY_SCHEME)
 MIN_CAPABILITY = (8, 0)
+#: The seeds' fp8 order puts marlin right after triton_batched (490 here), ten apart.
+FP8_PRIORITY = 480
 
 SPECS = [
     BackendSpec(
-        name="marlin", family="marlin", priority=400,
+        name="marlin", family="marlin", priority=400, family_priorities={QuantFamily.FP8: FP8_PRIORITY},
         schemes=[scheme(s) for s in SCHEMES], kernel="moe_core_marlin.kernel:MarlinKernel",
         devices=frozenset({DeviceKind.CUDA}), requires=frozenset({"vllm"}),
         supports_lora=False, applies_swiglu_clamp=False, supports_expert_map=True,
-        description="vLLM's Marlin fused MoE (CUDA sm80+; int4/int8 weight-only, 16-bit activations)",
+        description="vLLM's Marlin fused MoE (CUDA sm80+; int4/int8/fp8 weight-only, 16-bit activations)",
         validation=NOT_VALIDATED,
     ),
 ]
@@ -57,8 +61,11 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
     if config.activation is not Activation.SILU:
         reasons.append(f"Marlin's fused MoE applies silu only, not {config.activation.value}")
     group = weight_key.group.cols if weight_key is not None else -1
-    if group not in SUPPORTED_GROUP_SIZES:
-        reasons.append(f"Marlin supports weight groups of {SUPPORTED_GROUP_SIZES} along K, not {group}")
+    fp8 = weight_key is not None and weight_key.dtype is QuantDtype.FP8_E4M3
+    allowed = FP8_GROUP_SIZES if fp8 else SUPPORTED_GROUP_SIZES
+    if group not in allowed:
+        kind = "fp8 weight " if fp8 else "weight "
+        reasons.append(f"Marlin supports {kind}groups of {allowed} along K, not {group}")
     if config.hidden_size % HIDDEN_MULTIPLE:
         reasons.append(f"hidden_size={config.hidden_size} is not a multiple of {HIDDEN_MULTIPLE}, which Marlin's MoE tiles need; pad it")
     multiple = max(INTERMEDIATE_MIN_MULTIPLE, group)

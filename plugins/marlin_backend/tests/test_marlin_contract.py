@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from moe_core.config import MoEConfig
+from moe_core.errors import KernelInputError
+from moe_core.provider import FunctionContract
 from moe_core.quant import scheme
 from moe_core.routing import Routing
 from moe_core.weights import quantize_experts
@@ -21,7 +23,7 @@ from moe_core_marlin.provider import MarlinUnavailableError
 
 E, H, I, T, K_TOP = 4, 128, 128, 5, 2
 CFG = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, dtype=torch.bfloat16)
-SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13}
+SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13, "float8_e4m3fn": 14}
 
 
 @dataclass
@@ -48,12 +50,25 @@ class FakeVllm:
         def zero_points(zp, size_k, size_n, num_bits, **_):
             return torch.zeros((size_k, size_n * num_bits // 32), dtype=torch.int32)
 
+        def pack_fp8(fp8_tensor, size_k_first=True):
+            # What vLLM's helper computes for size_k_first=False: the [N, K] bytes read as int32 [N, K/4].
+            assert fp8_tensor.dtype == torch.float8_e4m3fn and fp8_tensor.ndim == 2 and not size_k_first
+            return fp8_tensor.contiguous().view(torch.int32)
+
+        def fold_exponent_bias(scales):
+            # 2**(target exponent bits - 1) - 2**(4 - 1): 8 for float16, 120 for bfloat16, in the scales' dtype.
+            bias = {torch.float16: 8, torch.bfloat16: 120}[scales.dtype]
+            return scales * torch.full_like(scales, 2.0) ** bias
+
         modules = {
             contract.GPTQ_MARLIN_MOE_REPACK: repack,
             contract.MARLIN_MOE_PERMUTE_SCALES: lambda s, **_: s,
             contract.MARLIN_ZERO_POINTS: zero_points,
             contract.FUSED_MARLIN_MOE: lambda hidden_states, **_: torch.zeros_like(hidden_states),
+            contract.PACK_FP8_TO_INT32: pack_fp8,
+            contract.FP8_FUSED_EXPONENT_BIAS_INTO_SCALES: fold_exponent_bias,
         }
+        assert set(modules) == set(contract.READ_AT), "every recorded function has a fake"
         for record, result in modules.items():
             module = sys.modules.get(record.module)
             if not isinstance(module, types.ModuleType) or not getattr(module, "__fake__", False):
@@ -69,15 +84,17 @@ class FakeVllm:
         return [args for n, args in self.calls if n == name]
 
 
-def run(name, monkeypatch):
+def run(name, monkeypatch, cfg=CFG, magnitude=1.0):
     fake = FakeVllm()
     fake.install(monkeypatch)
     keys = scheme(name).keys
     gen = torch.Generator().manual_seed(0)
-    weights = quantize_experts(torch.randn(E, 2 * I, H, generator=gen), torch.randn(E, H, I, generator=gen), keys[0])
-    kernel = MarlinKernel(CFG, *keys)
+    w13, w2 = torch.randn(E, 2 * I, H, generator=gen) * magnitude, torch.randn(E, H, I, generator=gen) * magnitude
+    weights = quantize_experts(w13, w2, keys[0])
+    kernel = MarlinKernel(cfg, *keys)
     prepared = kernel.prepare_weights(weights)
-    x = torch.randn(T, H, generator=gen).to(torch.bfloat16)
+    fake.weights = weights
+    x = torch.randn(T, H, generator=gen).to(cfg.dtype)
     routing = Routing(topk_ids=torch.randint(0, E, (T, K_TOP), generator=gen), topk_weights=torch.rand(T, K_TOP, generator=gen))
     out = kernel.apply(x, prepared, routing)
     return fake, prepared, out
@@ -104,6 +121,58 @@ def test_calls_bind_to_the_record_with_the_right_shapes(monkeypatch, name, bits)
     assert call["topk_weights"].dtype == torch.float32 and call["topk_ids"].dtype == torch.int32
     assert call["activation"] == "silu" and call["global_num_experts"] == E
     assert (call["w1_zeros"] is None) == (name != "w4a16-zp")
+
+
+def test_every_record_names_the_commit_it_was_read_from():
+    records = [v for v in vars(contract).values() if isinstance(v, FunctionContract)]
+    assert set(records) == set(contract.READ_AT)
+    assert all(len(commit) == 40 and int(commit, 16) >= 0 for commit in contract.READ_AT.values())
+    assert contract.READ_AT[contract.PACK_FP8_TO_INT32] == contract.VLLM_MARLIN_FP8_UTILS_COMMIT
+
+
+@pytest.mark.parametrize("name, group, block_n", [("fp8-w8a16", -1, 1), ("fp8-block-w8a16", 128, 128)])
+def test_fp8_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, group, block_n):
+    fake, prepared, out = run(name, monkeypatch)
+    assert out.shape == (T, H) and out.dtype == torch.bfloat16
+    sizes = [(H, 2 * I), (I, H)]  # (size_k, size_n): w13 then w2
+    packs = fake.named("pack_fp8_to_int32")
+    assert len(packs) == 2 * E
+    for i, a in enumerate(packs):
+        size_k, size_n = sizes[i // E]
+        assert a["fp8_tensor"].dtype == torch.float8_e4m3fn and a["fp8_tensor"].shape == (size_n, size_k)
+        assert a["size_k_first"] is False
+    repacks = fake.named("gptq_marlin_moe_repack")
+    assert [(a["size_k"], a["size_n"]) for a in repacks] == sizes
+    for a, wname in zip(repacks, ("w13", "w2")):
+        assert a["num_bits"] == 8 and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
+        assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] // 4, a["size_n"])
+        # vLLM's byte packing is GPTQ packing of the raw fp8 bytes: code k in bits 8 * (k % 4) of word k // 4.
+        raw = getattr(fake.weights, wname).view(torch.uint8)
+        assert torch.equal(a["b_q_weight"], gptq_pack(raw.to(torch.int64), 8))
+    permutes = fake.named("marlin_moe_permute_scales")
+    folds = fake.named("fp8_fused_exponent_bias_into_scales")
+    assert len(permutes) == len(folds) == 2
+    for a, fold, wname in zip(permutes, folds, ("w13", "w2")):
+        size_k, size_n = a["size_k"], a["size_n"]
+        groups = 1 if group == -1 else size_k // 128
+        assert a["s"].shape == (E, groups, size_n) and a["s"].dtype == torch.bfloat16 and a["group_size"] == group
+        scale = getattr(fake.weights, f"{wname}_scale")  # canonical: [E, N, 1] or [E, N/128, K/128]
+        n = torch.arange(size_n)
+        expected = scale[:, n // block_n, :].transpose(1, 2) if block_n > 1 else scale.transpose(1, 2)
+        assert torch.equal(a["s"], expected.to(torch.bfloat16))
+        assert fold["scales"] is a["s"]  # the fake permutation is the identity; the fold comes after it
+    assert torch.equal(prepared.w13_scale, permutes[0]["s"] * 2.0**120)
+    (call,) = fake.named("fused_marlin_moe")
+    assert call["quant_type_id"] == SCALAR_IDS["float8_e4m3fn"]
+    assert call["w1"] is prepared.w13 and call["w1_scale"] is prepared.w13_scale and call["w2_scale"] is prepared.w2_scale
+    assert call["w1_zeros"] is None and call["w2_zeros"] is None and call.get("input_dtype") is None  # 16-bit activations: no fp8 input quantization
+
+
+def test_fp8_scales_that_overflow_float16_after_the_exponent_fold_are_refused(monkeypatch):
+    cfg = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, dtype=torch.float16)
+    run("fp8-w8a16", monkeypatch, cfg=cfg)  # ordinary scales fit: amax / 448 * 2**8
+    with pytest.raises(KernelInputError, match="overflows torch.float16"):
+        run("fp8-w8a16", monkeypatch, cfg=cfg, magnitude=1e5)  # scales ~ 1e3 * 2**8 > 65504
 
 
 def test_gptq_pack_puts_code_k_in_bits_of_word_k_div_pack():

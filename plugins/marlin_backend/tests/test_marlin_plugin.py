@@ -11,12 +11,16 @@ import torch
 from moe_core.config import Activation, MoEConfig
 from moe_core.errors import BackendUnsupportedError
 from moe_core.platform import preset
-from moe_core.quant import scheme
+from moe_core.quant import GroupShape, QuantDtype, QuantFamily, QuantKey, scheme
 from moe_core.resolver import select
 from moe_core.testing.conformance import check_specs, check_supports, registry_with
 
 CFG = MoEConfig(num_experts=8, top_k=2, hidden_size=2048, intermediate_size=768, dtype=torch.bfloat16)
 W4 = scheme("w4a16")
+FP8 = scheme("fp8-w8a16")
+FP8_BLOCK = scheme("fp8-block-w8a16")
+#: The seeds' fp8 order around marlin (FP8_ORDER in tests/parity/seed_backends.py).
+SEED_FP8_TAIL = ["triton", "triton_batched", "marlin"]
 
 
 def with_vllm(name):
@@ -49,6 +53,21 @@ def test_spec_declares_weight_only_schemes_and_no_validation(reg):
     assert spec.family == "marlin" and spec.requires == {"vllm"} and not spec.validation.validated
     assert spec.claims(W4.weight_key, None) and spec.claims(*scheme("w4a16-zp").keys) and spec.claims(*scheme("w8a16").keys)
     assert not spec.claims(*scheme("w8a16-zp").keys)  # vLLM's Marlin has no uint8 + zero-point type
+
+
+def test_spec_declares_fp8_weight_only_with_the_seeds_fp8_rank(reg):
+    spec = reg.specs["marlin"]
+    assert spec.claims(*FP8.keys) and spec.claims(*FP8_BLOCK.keys)
+    for w8a8 in ("fp8-tensor", "fp8-channel", "fp8-block"):  # fp8 activations: Marlin W8A8 is not bound
+        assert not spec.claims(*scheme(w8a8).keys)
+    assert spec.priority_for(QuantFamily.FP8) == 480 and spec.priority_for(QuantFamily.WEIGHT_ONLY) == 400
+
+
+def test_seed_fp8_tail_matches_the_parity_seeds():
+    seeds = pytest.importorskip("tests.parity.seed_backends")
+    order = seeds.FP8_ORDER
+    assert [n for n in order if n in SEED_FP8_TAIL] == SEED_FP8_TAIL
+    assert order.index("marlin") == order.index("triton_batched") + 1  # directly below triton_batched
 
 
 @pytest.mark.parametrize("name, ok, reason", [
@@ -101,3 +120,53 @@ def test_importing_and_selecting_never_imports_vllm():
         "assert not any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules), 'vllm was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.fixture(scope="module")
+def reg_with_triton():
+    reg = registry_with("moe_core_marlin.plugin", "marlin")
+    reg.register(__import__("moe_core_triton.plugin", fromlist=["plugin"]), name="triton")
+    return reg
+
+
+@pytest.mark.parametrize("key", [FP8, FP8_BLOCK], ids=lambda k: k.name)
+def test_fp8_ranks_below_triton_as_the_seeds_do(reg_with_triton, key):
+    sel = select(CFG, *key.keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={})
+    ranked = [c.name for c in sel.candidates if c.name in SEED_FP8_TAIL]
+    assert ranked == SEED_FP8_TAIL and sel.name == "triton", sel.explain()
+    marlin = next(c for c in sel.candidates if c.name == "marlin")
+    assert marlin.priority == 480 and marlin.status.value == "runner-up"
+    # Without triton, marlin is the fp8 weight-only kernel; vLLM's force switch picks it over triton.
+    no_triton = dataclasses.replace(with_vllm("a100"), packages=frozenset({"vllm"}))
+    assert select(CFG, *key.keys, platform=no_triton, registry=reg_with_triton, environ={}).name == "marlin"
+    forced = select(CFG, *key.keys, platform=with_vllm("h100"), registry=reg_with_triton,
+                    environ={"MOE_CORE_COMPAT": "vllm", "VLLM_TEST_FORCE_FP8_MARLIN": "1"})
+    assert forced.name == "marlin"
+
+
+@pytest.mark.parametrize("key, change, reason", [
+    (FP8_BLOCK, dict(intermediate_size=704), "intermediate_size=704 is not a multiple of 128"),
+    (FP8, dict(hidden_size=2000), "hidden_size=2000 is not a multiple of 128"),
+    (FP8, dict(dtype=torch.float32), "float16/bfloat16 activations only"),
+    (FP8_BLOCK, dict(activation=Activation.GELU), "silu only"),
+], ids=lambda v: getattr(v, "name", None))
+def test_fp8_refusals_are_sentences(reg, key, change, reason):
+    answer = supports(reg, cfg=dataclasses.replace(CFG, **change), key=key)
+    assert not answer.ok and reason in answer.explain()
+
+
+def test_fp8_per_channel_takes_intermediate_multiples_of_64(reg):
+    assert supports(reg, cfg=dataclasses.replace(CFG, intermediate_size=704), key=FP8).ok
+
+
+def test_fp8_on_sm75_is_refused(reg):
+    answer = supports(reg, key=FP8, platform="t4")
+    assert not answer.ok and "needs compute capability 8.0+, this GPU is sm_75" in answer.explain()
+
+
+def test_fp8_groups_other_than_channel_or_128_are_refused():
+    from moe_core_marlin import plugin
+
+    key = QuantKey(QuantDtype.FP8_E4M3, GroupShape(1, 64), static=True)
+    answer = plugin.moe_core_supports(plugin.SPECS[0], CFG, key, None, with_vllm("h100"))
+    assert not answer.ok and "fp8 weight groups of (-1, 128) along K, not 64" in answer.explain()
