@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from moe_core.config import Activation
-from moe_core.hookspecs import hookimpl
+from moe_core.hookspecs import backend_hooks
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantDtype, QuantFamily, scheme
 from moe_core.spec import NOT_VALIDATED, BackendSpec
@@ -42,15 +42,8 @@ SPECS = [
 ]
 
 
-@hookimpl
-def moe_core_backends():
-    return SPECS
-
-
-@hookimpl
-def moe_core_supports(backend, config, weight_key, activation_key, platform):
-    if backend.name != "marlin":
-        return None
+def _supports(backend, config, weight_key, activation_key, platform) -> Support:
+    """Marlin's capability, dtype, activation and tile-size rules."""
     reasons = []
     if platform.is_cuda() and not platform.has_capability(*MIN_CAPABILITY):
         cap = platform.capability
@@ -72,3 +65,6 @@ def moe_core_supports(backend, config, weight_key, activation_key, platform):
     if config.intermediate_size % multiple:
         reasons.append(f"intermediate_size={config.intermediate_size} is not a multiple of {multiple} (Marlin's tile and the weight group size); pad it")
     return Support.from_reasons(reasons)
+
+
+moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)
