@@ -224,3 +224,21 @@ def test_a_failing_rank_fails_the_group_at_once():
     with pytest.raises(ProcessRaisedException, match="_fails_on_rank_1"):  # either traceback runs through it
         spawn_group(2, _fails_on_rank_1, "gloo", timeout_s=60)
     assert time.monotonic() - start < 30  # the other rank is terminated, not left to its 60 s timeout
+
+
+def _naive_padding_targets(rank: int, world: int) -> tuple[list[int], list[float]]:
+    from moe_core.dispatch.naive import NaiveDispatcher
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=world))
+    dispatcher = NaiveDispatcher(cfg, ExpertParallelGroup(max_tokens_per_rank=4))
+    tokens = 1 + rank  # rank 0 pads 3 rows, rank 1 pads 2
+    sent = dispatcher.dispatch(torch.randn(tokens, 16), Routing.from_logits(torch.randn(tokens, 8), 2))
+    padding = torch.cat([torch.arange(r * 4 + 1 + r, (r + 1) * 4) for r in range(world)])
+    local = sent.expert_map[sent.routing.topk_ids[padding].long()]
+    return local.flatten().tolist(), sent.routing.topk_weights[padding].flatten().tolist()
+
+
+def test_naive_padding_rows_cost_no_expert_work():
+    for local, weights in spawn_group(2, _naive_padding_targets, "gloo"):
+        assert len(local) == 2 * (3 + 2) and set(local) == {-1}  # every padded pair targets a remote expert
+        assert set(weights) == {0.0}

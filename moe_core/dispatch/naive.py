@@ -1,8 +1,9 @@
 """``naive``: all-gather every rank's tokens, run the local experts on all of them, reduce-scatter.
 
-Every rank receives every token (padded to the same row count), its experts compute the pairs routed
-to them (the expert map marks the others remote), and a reduce-scatter sums the partial outputs and
-hands each rank its own rows. No host sync with a fixed ``max_tokens_per_rank``, so CUDA graphs can
+Every rank receives every token (padded to the same row count; padding rows are routed to remote
+experts, so they cost no expert work), its experts compute the pairs routed to them (the expert map
+marks the others remote), and a reduce-scatter sums the partial outputs and hands each rank its own
+rows. No host sync with a fixed ``max_tokens_per_rank``, so CUDA graphs can
 capture it; it moves ``ep`` times the tokens, so it suits small batches and small groups.
 """
 
@@ -28,16 +29,19 @@ class NaiveDispatcher(Dispatcher):
         ep, pg = self.config.parallel.ep_size, self.group.group
         x = hidden_states.new_zeros(rows, h)
         x[:t] = hidden_states
-        # Padding rows carry zero weights and ids spread over all experts, so no expert gets all the idle work.
-        k, e = self.config.top_k, self.config.num_experts
-        pad = torch.arange(rows * k, device=x.device, dtype=torch.int32).view(rows, k) % e
-        meta = pack_routing(Routing(pad, torch.zeros(rows, k, device=x.device)))
+        # Padding rows travel with id -1 (real invalid ids were dropped above, so -1 marks padding only); each
+        # receiver points them at an expert of another rank, which its expert map skips: no work is spent on them.
+        k = self.config.top_k
+        meta = pack_routing(Routing(torch.full((rows, k), -1, dtype=torch.int32, device=x.device), torch.zeros(rows, k, device=x.device)))
         meta[:t] = pack_routing(routing)
         all_x = x.new_empty(ep * rows, h)
         all_meta = meta.new_empty(ep * rows, meta.shape[1])
         dist.all_gather_into_tensor(all_x, x, group=pg)
         dist.all_gather_into_tensor(all_meta, meta, group=pg)
-        return Dispatched(all_x, unpack_routing(all_meta), self.expert_map(x.device), (t, rows))
+        gathered = unpack_routing(all_meta)
+        elsewhere = ((self.rank + 1) % ep) * self.local_experts  # the first expert of the next rank
+        ids = torch.where(gathered.topk_ids < 0, elsewhere, gathered.topk_ids)
+        return Dispatched(all_x, Routing(ids, gathered.topk_weights), self.expert_map(x.device), (t, rows))
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         t, rows = dispatched.state
