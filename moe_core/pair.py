@@ -71,6 +71,7 @@ class PairSelection:
 
     @property
     def activation_format(self) -> ActivationFormat:
+        """The format the dispatcher produces and the experts backend runs."""
         return self.experts.query.activation_format
 
     def explain(self) -> str:
@@ -86,6 +87,7 @@ class PairSelection:
         return "\n".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: both choices, the reason, the dispatcher table and the experts selection."""
         return {
             "dispatcher": None if self.dispatcher is None else self.dispatcher.name,
             "dispatch_source": None if self.dispatch_source is None else self.dispatch_source.value,

@@ -71,10 +71,12 @@ class ExpertParallelGroup:
 
     @property
     def rank(self) -> int:
+        """This process's rank in the group (its experts are ``[rank * L, (rank + 1) * L)``)."""
         return dist.get_rank(self.group)
 
     @property
     def world_size(self) -> int:
+        """The group's size: the layer's ``ep_size``."""
         return dist.get_world_size(self.group)
 
 
