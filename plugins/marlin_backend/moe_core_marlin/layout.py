@@ -7,6 +7,13 @@ bits ``bits * (k % pack)``), and scales / zero points transposed to [E, K/group,
 
 fp8 weights are float8_e4m3fn [E, N, K] with per-channel scales [E, N, 1] or 128x128 block scales
 [E, ceil(N/128), K/128]; Marlin reads both as groups along K, [E, 1, N] or [E, K/128, N].
+
+fp4 (e2m1) weights are uint8 [E, N, K/2], element 2j in the low nibble, the same packing vLLM's
+Marlin fp4 path reads: its ``prepare_moe_fp4_layer_for_marlin`` reinterprets each expert's [N, K/2]
+bytes as int32 [N, K/8] and transposes them to [K/8, N], which on a little-endian machine puts code k
+in bits 4 * (k % 8) of word k // 8, i.e. GPTQ packing along K. nvfp4 scales are float8_e4m3fn
+[E, N, K/16], mxfp4 scales biased e8m0 exponents (uint8) [E, N, K/32]; both become [E, K/group, N]
+in the activation dtype before Marlin's permutation.
 """
 
 from __future__ import annotations
@@ -58,3 +65,20 @@ def fp8_scales_by_group(scale: torch.Tensor, size_n: int, block_n: int, dtype: t
     if block_n > 1:
         by_k = by_k.repeat_interleave(block_n, dim=2)[..., :size_n]
     return by_k.to(dtype).contiguous()
+
+
+def fp4_words(data: torch.Tensor) -> torch.Tensor:
+    """Packed e2m1 codes uint8 [E, N, K/2] -> int32 [E, K/8, N]: the bytes of each row read as 32-bit
+    words (four bytes, eight codes), then K-major, as ``gptq_marlin_moe_repack`` takes them."""
+    if data.dtype != torch.uint8 or data.shape[-1] % 4:
+        raise ValueError(f"fp4 codes must be uint8 [E, N, K/2] with K a multiple of 8, got {data.dtype} {tuple(data.shape)}")
+    return data.contiguous().view(torch.int32).transpose(1, 2).contiguous()
+
+
+def fp4_scales_by_group(scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """nvfp4 (float8_e4m3fn) or mxfp4 (uint8 biased exponents) block scales [E, N, K/group] ->
+    [E, K/group, N] in ``dtype``, contiguous. mxfp4 exponents are read as float8_e8m0fnu first, as
+    vLLM does (exact: every power of two of e8m0 except its NaN code fits bfloat16)."""
+    if scale.dtype == torch.uint8:
+        scale = scale.view(torch.float8_e8m0fnu)
+    return scale.transpose(1, 2).to(dtype).contiguous()

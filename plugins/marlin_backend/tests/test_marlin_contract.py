@@ -7,6 +7,8 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -18,12 +20,14 @@ from moe_core.routing import Routing
 from moe_core.weights import quantize_experts
 from moe_core_marlin import contract
 from moe_core_marlin.kernel import MarlinKernel
-from moe_core_marlin.layout import gptq_pack, unsigned_codes
+from moe_core_marlin.layout import fp4_words, gptq_pack, unsigned_codes
 from moe_core_marlin.provider import MarlinUnavailableError
 
 E, H, I, T, K_TOP = 4, 128, 128, 5, 2
 CFG = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, dtype=torch.bfloat16)
-SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13, "float8_e4m3fn": 14}
+SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13, "float8_e4m3fn": 14, "float4_e2m1f": 15}
+#: Marlin's fp4 scale layout swaps the middle two of every four columns (a self-inverse permutation).
+FOUR = [0, 2, 1, 3]
 
 
 @dataclass
@@ -60,6 +64,25 @@ class FakeVllm:
             bias = {torch.float16: 8, torch.bfloat16: 120}[scales.dtype]
             return scales * torch.full_like(scales, 2.0) ** bias
 
+        def nvfp4_scales(marlin_scales):
+            # vLLM's conversion to "S0E5M3", written from its description: half, columns [0, 2, 1, 3] in fours,
+            # times 2**7, the sign bit shifted out, the high byte of each half kept as a float8_e4m3fn byte.
+            assert marlin_scales.ndim == 2 and marlin_scales.dtype in (torch.float16, torch.bfloat16)
+            rows = marlin_scales.shape[0]
+            half = marlin_scales.to(torch.float16).reshape(-1, 4)[:, FOUR].reshape(rows, -1)
+            shifted = (half * 2.0**7).view(torch.int16) << 1
+            return shifted.view(torch.float8_e4m3fn)[:, 1::2].contiguous()
+
+        def mxfp4_scales(marlin_scales, input_dtype=None):
+            assert marlin_scales.ndim == 2 and input_dtype is None  # 16-bit activations only here
+            rows = marlin_scales.shape[0]
+            return marlin_scales.reshape(-1, 4)[:, FOUR].reshape(rows, -1).to(torch.float8_e8m0fnu)
+
+        def nvfp4_global_scale(global_scale):
+            assert global_scale.dtype in (torch.float16, torch.bfloat16)  # as vLLM's helper asserts
+            target = 5 if global_scale.dtype == torch.float16 else 8
+            return global_scale * 2.0 ** (2 ** (target - 1) - 2 ** (2 - 1) - 7)
+
         modules = {
             contract.GPTQ_MARLIN_MOE_REPACK: repack,
             contract.MARLIN_MOE_PERMUTE_SCALES: lambda s, **_: s,
@@ -67,6 +90,9 @@ class FakeVllm:
             contract.FUSED_MARLIN_MOE: lambda hidden_states, **_: torch.zeros_like(hidden_states),
             contract.PACK_FP8_TO_INT32: pack_fp8,
             contract.FP8_FUSED_EXPONENT_BIAS_INTO_SCALES: fold_exponent_bias,
+            contract.NVFP4_MARLIN_PROCESS_SCALES: nvfp4_scales,
+            contract.MXFP4_MARLIN_PROCESS_SCALES: mxfp4_scales,
+            contract.NVFP4_MARLIN_PROCESS_GLOBAL_SCALE: nvfp4_global_scale,
         }
         assert set(modules) == set(contract.READ_AT), "every recorded function has a fake"
         for record, result in modules.items():
@@ -84,13 +110,15 @@ class FakeVllm:
         return [args for n, args in self.calls if n == name]
 
 
-def run(name, monkeypatch, cfg=CFG, magnitude=1.0):
+def run(name, monkeypatch, cfg=CFG, magnitude=1.0, edit=None):
     fake = FakeVllm()
     fake.install(monkeypatch)
     keys = scheme(name).keys
     gen = torch.Generator().manual_seed(0)
     w13, w2 = torch.randn(E, 2 * I, H, generator=gen) * magnitude, torch.randn(E, H, I, generator=gen) * magnitude
     weights = quantize_experts(w13, w2, keys[0])
+    if edit is not None:
+        weights = edit(weights)
     kernel = MarlinKernel(cfg, *keys)
     prepared = kernel.prepare_weights(weights)
     fake.weights = weights
@@ -173,6 +201,104 @@ def test_fp8_scales_that_overflow_float16_after_the_exponent_fold_are_refused(mo
     run("fp8-w8a16", monkeypatch, cfg=cfg)  # ordinary scales fit: amax / 448 * 2**8
     with pytest.raises(KernelInputError, match="overflows torch.float16"):
         run("fp8-w8a16", monkeypatch, cfg=cfg, magnitude=1e5)  # scales ~ 1e3 * 2**8 > 65504
+
+
+FP4_CASES = [("nvfp4-w4a16", torch.bfloat16), ("nvfp4-w4a16", torch.float16), ("mxfp4", torch.bfloat16)]
+
+
+@pytest.mark.parametrize("name, dtype", FP4_CASES, ids=lambda v: str(v).replace("torch.", ""))
+def test_fp4_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, dtype):
+    cfg = dataclasses.replace(CFG, dtype=dtype)
+    nvfp4 = name == "nvfp4-w4a16"
+    group = 16 if nvfp4 else 32
+    fake, prepared, out = run(name, monkeypatch, cfg=cfg)
+    assert out.shape == (T, H) and out.dtype == dtype
+    sizes = [(H, 2 * I), (I, H)]  # (size_k, size_n): w13 then w2
+    repacks = fake.named("gptq_marlin_moe_repack")
+    assert [(a["size_k"], a["size_n"]) for a in repacks] == sizes
+    for a, wname in zip(repacks, ("w13", "w2")):
+        assert a["num_bits"] == 4 and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
+        assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] // 8, a["size_n"])
+        data = getattr(fake.weights, wname)  # canonical uint8 [E, N, K/2], element 2j in the low nibble
+        # What vLLM's prepare_moe_fp4_layer_for_marlin hands the repack: each expert's bytes as int32, transposed.
+        assert torch.equal(a["b_q_weight"], torch.stack([d.view(torch.int32).T for d in data]))
+        # ... which is GPTQ packing of the canonical codes: code k in bits 4 * (k % 8) of word k // 8.
+        assert torch.equal(a["b_q_weight"], gptq_pack(unsigned_codes(data, 4), 4))
+    permutes = fake.named("marlin_moe_permute_scales")
+    assert len(permutes) == 2
+    for a, wname in zip(permutes, ("w13", "w2")):
+        size_k, size_n = a["size_k"], a["size_n"]
+        assert a["group_size"] == group and a["s"].shape == (E, size_k // group, size_n) and a["s"].dtype == dtype
+        scale = getattr(fake.weights, f"{wname}_scale")  # [E, N, K/group]: e4m3 or biased e8m0 exponents
+        expected = scale.float() if nvfp4 else torch.exp2(scale.float() - 127)
+        assert torch.equal(a["s"], expected.transpose(1, 2).to(dtype))
+    processed = fake.named("nvfp4_marlin_process_scales" if nvfp4 else "mxfp4_marlin_process_scales")
+    assert len(processed) == 2 * E
+    for i, a in enumerate(processed):
+        size_k, size_n = sizes[i // E]
+        assert a["marlin_scales"].shape == (size_k // group, size_n) and a["marlin_scales"].dtype == dtype
+        assert nvfp4 or a["input_dtype"] is None
+    assert not fake.named("mxfp4_marlin_process_scales" if nvfp4 else "nvfp4_marlin_process_scales")
+    (call,) = fake.named("fused_marlin_moe")
+    assert call["quant_type_id"] == SCALAR_IDS["float4_e2m1f"]
+    assert call["w1"] is prepared.w13 and call["w1_scale"] is prepared.w13_scale and call["w2_scale"] is prepared.w2_scale
+    assert call["w1_zeros"] is None and call.get("input_dtype") is None
+    for wname, (size_k, size_n) in zip(("w13", "w2"), sizes):
+        marlin = getattr(prepared, f"{wname}_scale")
+        assert marlin.shape == (E, size_k // group, size_n)
+        canonical = getattr(fake.weights, f"{wname}_scale").transpose(1, 2)  # the fake permutation is the identity
+        if nvfp4:
+            assert marlin.dtype == torch.float8_e4m3fn
+            # S0E5M3 back to the scale: the byte is the top of half(scale * 2**7) without its sign bit.
+            halves = (marlin.view(torch.uint8).to(torch.int16) << 7).view(torch.float16).float() / 2**7
+            unswapped = halves.reshape(-1, 4)[:, FOUR].reshape(marlin.shape)
+            assert torch.equal(unswapped, canonical.float())
+        else:
+            assert marlin.dtype == torch.float8_e8m0fnu
+            unswapped = marlin.view(torch.uint8).reshape(-1, 4)[:, FOUR].reshape(marlin.shape)
+            assert torch.equal(unswapped, canonical)  # the same biased exponents
+    if nvfp4:
+        bias = 2.0**7 if dtype == torch.float16 else 2.0**119
+        for wname, arg in (("w13", "global_scale1"), ("w2", "global_scale2")):
+            g = getattr(prepared, f"{wname}_global_scale")
+            assert call[arg] is g and g.shape == (E,) and g.dtype == dtype
+            assert torch.equal(g, getattr(fake.weights, f"{wname}_global_scale").reshape(E).to(dtype) * bias)
+        (a13, a2) = fake.named("nvfp4_marlin_process_global_scale")
+        assert a13["global_scale"].shape == (E,) and a13["global_scale"].dtype == dtype
+    else:
+        assert call["global_scale1"] is None and call["global_scale2"] is None
+        assert not fake.named("nvfp4_marlin_process_global_scale")
+
+
+def test_nvfp4_subnormal_block_scales_are_refused(monkeypatch):
+    def tiny(weights):  # one e4m3 subnormal block scale (2**-8): Marlin's S0E5M3 form cannot hold it
+        scale = weights.w2_scale.clone()
+        scale[1, 3, 2] = torch.tensor(2.0**-8).to(torch.float8_e4m3fn)
+        return dataclasses.replace(weights, w2_scale=scale)
+
+    with pytest.raises(KernelInputError, match=r"1 nvfp4 block scale\(s\) are negative or below 2\*\*-6"):
+        run("nvfp4-w4a16", monkeypatch, edit=tiny)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_nvfp4_global_scales_that_leave_the_dtype_after_the_bias_are_refused(monkeypatch, dtype):
+    cfg = dataclasses.replace(CFG, dtype=dtype)
+    run("nvfp4-w4a16", monkeypatch, cfg=cfg, magnitude=1e5)  # global ~ 4.5e5 / 2688 ~ 170: * 2**7 or * 2**119 fits
+    with pytest.raises(KernelInputError, match=f"leaves the {dtype} range"):
+        run("nvfp4-w4a16", monkeypatch, cfg=cfg, magnitude=1e6)  # ~ 1.7e3: past 65504 / 2**7 and 2**128 / 2**119
+
+
+def test_nvfp4_global_scales_that_underflow_float16_are_refused(monkeypatch):
+    with pytest.raises(KernelInputError, match="leaves the torch.float16 range"):
+        run("nvfp4-w4a16", monkeypatch, cfg=dataclasses.replace(CFG, dtype=torch.float16), magnitude=1e-5)  # ~ 2e-9 -> 0
+    run("nvfp4-w4a16", monkeypatch, magnitude=1e-5)  # bfloat16 holds it
+
+
+def test_fp4_words_is_gptq_packing_of_the_canonical_nibbles():
+    data = torch.randint(0, 256, (2, 8, 16), dtype=torch.uint8)
+    assert torch.equal(fp4_words(data), gptq_pack(unsigned_codes(data, 4), 4))
+    with pytest.raises(ValueError, match="multiple of 8"):
+        fp4_words(data[..., :6])
 
 
 def test_gptq_pack_puts_code_k_in_bits_of_word_k_div_pack():
