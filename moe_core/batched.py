@@ -25,15 +25,25 @@ class BatchedLayout:
     row: torch.Tensor
 
 
+def expert_rows(ids: torch.Tensor, bins: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(Token, slot) pairs grouped by expert, pairs in their original order within an expert (no host sync).
+
+    ``ids`` [P] int64 expert per pair, each in ``[0, bins)``. Returns ``order`` (pair indices sorted by
+    expert), ``expert`` (the expert of each sorted pair), ``counts`` [bins] (pairs per expert) and ``row``
+    (each sorted pair's row within its expert).
+    """
+    order = torch.argsort(ids, stable=True)
+    expert = ids[order]
+    counts = torch.bincount(ids, minlength=bins)
+    row = torch.arange(ids.numel(), device=ids.device) - (torch.cumsum(counts, 0) - counts)[expert]
+    return order, expert, counts, row
+
+
 def dispatch(hidden_states: torch.Tensor, routing: Routing, num_experts: int, max_tokens: int | None = None) -> tuple[torch.Tensor, BatchedRouting, BatchedLayout]:
     """Scatter [T, H] tokens into [E, max_tokens, H] by their top-k experts (stable order by token)."""
     t, h = hidden_states.shape
     ids = routing.topk_ids.reshape(-1).long()
-    order = torch.argsort(ids, stable=True)
-    expert = ids[order]
-    counts = torch.bincount(ids, minlength=num_experts)
-    starts = torch.cumsum(counts, 0) - counts
-    row = torch.arange(ids.numel(), device=ids.device) - starts[expert]
+    order, expert, counts, row = expert_rows(ids, num_experts)
     cap = int(counts.max().item()) if max_tokens is None and ids.numel() else (max_tokens or 1)
     if counts.numel() and int(counts.max().item()) > cap:
         raise ValueError(f"max_tokens={cap} is smaller than the busiest expert's {int(counts.max().item())} tokens")

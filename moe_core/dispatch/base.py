@@ -158,14 +158,19 @@ class Dispatcher(abc.ABC):
             raise KernelInputError("routing", f"is on {routing.topk_ids.device} but hidden_states is on {hidden_states.device}")
 
     # ------------------------------------------------------------------ shared helpers
+    def record_invalid(self, ids: torch.Tensor) -> torch.Tensor:
+        """Where ``ids`` lie outside ``[0, num_experts)``, counted in :attr:`routing_errors` (no host sync)."""
+        bad = (ids < 0) | (ids >= self.config.num_experts)
+        self.routing_errors.record(ids, bad)
+        return bad
+
     def drop_invalid(self, routing: Routing) -> Routing:
         """Routing with out-of-range ids sent to expert 0 with weight 0, counted in :attr:`routing_errors`.
 
         Done before any collective, on the rank whose router produced them, without a host sync: a bad id
         must neither reach a peer's kernel nor make one rank raise while the others wait in a collective.
         """
-        bad = (routing.topk_ids < 0) | (routing.topk_ids >= self.config.num_experts)
-        self.routing_errors.record(routing.topk_ids, bad)
+        bad = self.record_invalid(routing.topk_ids)
         return Routing(torch.where(bad, 0, routing.topk_ids), torch.where(bad, 0, routing.topk_weights))
 
     def tokens_per_rank(self, num_tokens: int, device: torch.device) -> int:

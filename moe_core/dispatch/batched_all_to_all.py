@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from moe_core.config import ActivationFormat
+from moe_core.batched import expert_rows
 from moe_core.dispatch.base import CapacityCounter, Dispatched, Dispatcher
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import RoutingErrorCounter
@@ -42,13 +43,9 @@ class BatchedAllToAllDispatcher(Dispatcher):
         cap = self.group.expert_capacity or self.tokens_per_rank(t, device)
 
         ids = routing.topk_ids.reshape(-1).long()
-        bad = (ids < 0) | (ids >= e)
-        self.routing_errors.record(ids, bad)
-        expert = torch.where(bad, e, ids)  # invalid pairs sort last, into a bin nobody receives
-        order = torch.argsort(expert, stable=True)
-        sorted_expert = expert[order]
-        demand = torch.bincount(expert, minlength=e + 1)
-        row = torch.arange(ids.numel(), device=device) - (torch.cumsum(demand, 0) - demand)[sorted_expert]
+        bad = self.record_invalid(ids)
+        # Invalid pairs sort last, into a bin nobody receives.
+        order, sorted_expert, demand, row = expert_rows(torch.where(bad, e, ids), e + 1)
         kept = (sorted_expert < e) & (row < cap)
         self.overflow.record(row, (sorted_expert < e) & (row >= cap))
         # Slot of every pair in the flat send buffer [E * cap (+1 trash row), H]; dropped pairs use the trash row.
