@@ -255,18 +255,20 @@ class Registry:
         """Each plugin's ``moe_core_doctor`` lines; a hook that raises or returns garbage becomes a problem and a line."""
         reports: dict[str, list[str]] = {}
         for impl in sorted(self._pm.hook.moe_core_doctor.get_hookimpls(), key=lambda i: i.plugin_name):
-            record = self._records[impl.plugin_name]
             try:
                 lines = impl.function()
             except Exception as exc:  # noqa: BLE001 - isolation is the point
-                lines = [f"(moe_core_doctor raised {type(exc).__name__}: {exc})"]
-                self._problem(record.name, record.distribution, record.version, "moe_core_doctor", lines[0][1:-1])
-            if lines is None:
-                continue
-            if isinstance(lines, str) or not all(isinstance(line, str) for line in lines):
-                lines = [f"(moe_core_doctor returned {type(lines).__name__}, not a list of str)"]
-                self._problem(record.name, record.distribution, record.version, "moe_core_doctor", lines[0][1:-1])
-            reports[impl.plugin_name] = list(lines)
+                problem = f"moe_core_doctor raised {type(exc).__name__}: {exc}"
+            else:
+                if lines is None:
+                    continue
+                if isinstance(lines, (list, tuple)) and all(isinstance(line, str) for line in lines):
+                    reports[impl.plugin_name] = list(lines)
+                    continue
+                problem = f"moe_core_doctor returned {type(lines).__name__}, not a list of str"
+            record = self._records[impl.plugin_name]
+            self._problem(record.name, record.distribution, record.version, "moe_core_doctor", problem)
+            reports[impl.plugin_name] = [f"({problem})"]
         return reports
 
     def supports(self, spec: BackendSpec, query: SupportQuery) -> Support:

@@ -171,13 +171,14 @@ class DoctorPlugin:
 
 def test_doctor_reports_are_collected_and_misbehaviour_is_isolated():
     reg = registry(DoctorPlugin(["provider 1.2 importable", "nvcc: missing"]), DoctorPlugin(RuntimeError("no GPU")),
-                   DoctorPlugin("a bare string"), DoctorPlugin(None))
+                   DoctorPlugin("a bare string"), DoctorPlugin(None), DoctorPlugin(5))
     reports = reg.doctor_reports()
     assert reports["p0"] == ["provider 1.2 importable", "nvcc: missing"]
     assert reports["p1"] == ["(moe_core_doctor raised RuntimeError: no GPU)"]
     assert reports["p2"] == ["(moe_core_doctor returned str, not a list of str)"]
     assert "p3" not in reports
-    assert {(p.plugin, p.stage) for p in reg.problems} == {("p1", "moe_core_doctor"), ("p2", "moe_core_doctor")}
+    assert reports["p4"] == ["(moe_core_doctor returned int, not a list of str)"]  # not iterable: reported, never raised
+    assert {(p.plugin, p.stage) for p in reg.problems} == {("p1", "moe_core_doctor"), ("p2", "moe_core_doctor"), ("p4", "moe_core_doctor")}
 
 
 def test_backend_hooks_answer_for_their_own_backends_only():
