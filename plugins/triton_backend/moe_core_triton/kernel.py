@@ -92,6 +92,10 @@ class WeightOnly:
         return max(16, group & -group)  # the largest power of two dividing the group (groups are powers of two)
 
 
+#: The W_* constexprs of schemes that are not weight-only (the GEMM ignores them when W_ONLY is False).
+NOT_WEIGHT_ONLY = WeightOnly(packed=False, codes=0, zero=0, scale=0, global_scale=False, group=-1)
+
+
 def weight_only(weight_key: QuantKey | None, activation_key: QuantKey | None) -> WeightOnly | None:
     """The dequantization of a weight-only scheme (16-bit activations); None for every other scheme."""
     if weight_key is None or activation_key is not None:
@@ -248,7 +252,7 @@ class TritonKernel(MoEKernel):
         """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
-        wo = self.weight_only or WeightOnly(False, 0, 0, 0, False, -1)
+        wo = self.weight_only or NOT_WEIGHT_ONLY
         group = wo.group_for(k)
         return Launcher(
             moe_gemm_kernel, num_warps=lc.num_warps, num_stages=lc.num_stages,
