@@ -39,6 +39,12 @@ class FlashInferUnavailableError(ProviderUnavailableError):
 PROVIDER = Provider("flashinfer", f"flashinfer-python{contract.VERSION_RANGE}", INSTALL_HINT, FlashInferUnavailableError)
 
 
+def arch(platform) -> int | None:
+    """The platform's compute capability as FlashInfer numbers it (major * 10 + minor), None when unknown."""
+    cap = platform.capability
+    return None if cap is None else cap[0] * 10 + cap[1]
+
+
 def version() -> str | None:
     """The installed flashinfer-python version, read without importing it (None when absent)."""
     try:

@@ -15,7 +15,7 @@ on local expert 0: wasted work, never wrong results).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import torch

@@ -78,11 +78,6 @@ def moe_core_doctor():
     return report.lines()
 
 
-def _arch(platform) -> int | None:
-    cap = platform.capability
-    return None if cap is None else cap[0] * 10 + cap[1]
-
-
 def _supports(backend, config, weight_key, activation_key, platform) -> Support:
     """FlashInfer's own facts (arch, limits, activations), then the toolchain and JIT module on the real machine."""
     binding = BINDINGS[backend.name][scheme_for_keys(weight_key, activation_key).name]
@@ -95,7 +90,7 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
         return Support.no(f"FlashInfer's support facts need the package itself: {exc}")
     if not platform.simulated and platform.is_cuda():
         try:
-            machine_reasons, notes = _machine_reasons(binding, _arch(platform))
+            machine_reasons, notes = _machine_reasons(binding, facts.arch(platform))
         except facts.FlashInferUnavailableError as exc:
             return Support.no(f"FlashInfer's JIT facts need the package itself: {exc}")
         reasons += machine_reasons
@@ -124,7 +119,7 @@ def _machine_reasons(binding: contract.Binding, arch: int | None) -> tuple[list[
 def _flashinfer_reasons(name: str, binding: contract.Binding, config, platform) -> list[str]:
     """Reasons from FlashInfer's own facts: architecture, activations, kernel limits."""
     reasons = []
-    arch = _arch(platform)
+    arch = facts.arch(platform)
     if arch is None or not facts.supported(binding.config, arch):
         have = "an unknown compute capability" if arch is None else f"sm_{arch}"
         runs = ", ".join(f"sm_{a}" for a in facts.supported_archs(binding.config))

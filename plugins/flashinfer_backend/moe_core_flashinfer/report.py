@@ -46,7 +46,7 @@ def jit_module_lines(platform) -> list[str]:
         return [f"JIT-built modules: not checked on {platform.describe()} (they are checked on the machine with the GPU)"]
     if facts.version() is None:
         return ["JIT-built modules: FlashInfer is not installed"]
-    arch = platform.capability[0] * 10 + platform.capability[1]
+    arch = facts.arch(platform)
     out = [f"JIT-built modules for sm_{arch}:"]
     for family in sorted(facts.JIT_MODULES):
         state = facts.jit_state(family, arch)
