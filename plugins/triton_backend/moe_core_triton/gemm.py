@@ -66,6 +66,12 @@ def scale_values(raw, W_SCALE: tl.constexpr):
 
 
 @triton.jit
+def repeat_rows(per_group, GROUPS: tl.constexpr, W_GROUP: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[GROUPS, BLOCK_N] -> [GROUPS * W_GROUP, BLOCK_N]: each group's row repeated for its W_GROUP rows of K."""
+    return tl.reshape(tl.broadcast_to(per_group[:, None, :], (GROUPS, W_GROUP, BLOCK_N)), (GROUPS * W_GROUP, BLOCK_N))
+
+
+@triton.jit
 def dequantize_tile(raw, offs_k, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
                     W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
                     W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -94,10 +100,10 @@ def dequantize_tile(raw, offs_k, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global
         groups = k0 // W_GROUP + tl.arange(0, GROUPS_PER_TILE)
         g_ok = (groups[:, None] * W_GROUP < K) & n_ok[None, :]
         scale = scale_values(tl.load(s_ptrs[None, :] + groups[:, None] * stride_bsk, mask=g_ok, other=0), W_SCALE)
-        scale = tl.reshape(tl.broadcast_to(scale[:, None, :], (GROUPS_PER_TILE, W_GROUP, BLOCK_N)), (BLOCK_K, BLOCK_N))
+        scale = repeat_rows(scale, GROUPS_PER_TILE, W_GROUP, BLOCK_N)
         if W_ZERO == 2:
             zero = tl.load(z_ptrs[None, :] + groups[:, None] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
-            values = values - tl.reshape(tl.broadcast_to(zero[:, None, :], (GROUPS_PER_TILE, W_GROUP, BLOCK_N)), (BLOCK_K, BLOCK_N))
+            values = values - repeat_rows(zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N)
     return values * (scale * global_scale)
 
 

@@ -139,3 +139,23 @@ def test_long_k_and_cuda_graph_capture_on_the_gpu(name):
     weights, x, routing = problem(cfg, name, tokens=16, seed=5)
     assert against_reference(TritonKernel, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
     conformance.check_graph_replay(TritonKernel, cfg, name)
+
+
+@pytest.mark.parametrize("group", [16, 32])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_groups_smaller_than_a_k_tile_with_and_without_zero_points(group, symmetric):
+    """Keys beyond the named schemes (int4 in groups of 16/32): several groups per K tile, zero points repeated too."""
+    from moe_core.quant import GroupShape, QuantDtype, QuantKey
+    from moe_core.weights import quantize_experts
+
+    key = QuantKey(QuantDtype.INT4, GroupShape(1, group), static=True, symmetric=symmetric)
+    cfg = MoEConfig(4, 2, 192, 128, dtype=torch.float16)
+    g = torch.Generator().manual_seed(6)
+    weights = quantize_experts(torch.randn(4, 256, 192, generator=g) / 8, torch.randn(4, 192, 128, generator=g) / 8, key)
+    x = torch.randn(5, 192, generator=g).to(torch.float16)
+    routing = Routing.from_logits(torch.randn(5, 4, generator=g), 2)
+    kernel, oracle = TritonKernel(cfg, key, None), ReferenceKernel(cfg, key, None)
+    assert kernel._config(torch.device("cpu"), 10, 128, 192, gemm=1, tokens=5).BLOCK_K > group  # so the tile spans groups
+    got = kernel.apply(x, kernel.prepare_weights(weights), routing)
+    want = oracle.apply(x, oracle.prepare_weights(weights), routing)
+    assert relative_error(got, want) <= tolerance(None, cfg.dtype)
