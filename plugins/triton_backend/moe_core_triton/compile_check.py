@@ -1,0 +1,144 @@
+"""Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
+
+    python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
+
+The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
+recorded (kernel, argument types, constexprs) is then compiled by Triton's own compiler for
+``cuda:<arch>``: frontend, layouts, LLVM and ptxas. This catches what the Triton interpreter cannot,
+such as code that only fails when compiled (a compiled kernel traces the statements after a
+constexpr branch that returns; reshapes need power-of-two shapes). It compiles nothing when
+TRITON_INTERPRET is set (the interpreter has no compiler): run it with that variable unset.
+Exit status 0 when everything compiled, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from moe_core.config import MoEConfig
+from moe_core.presets import random_inputs, random_layer
+from moe_core.quant import QuantDtype, scheme
+from moe_core.routing import BatchedRouting
+from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
+from moe_core_triton.launch import Launcher
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One recorded launch: the kernel, its runtime argument types (Triton's names) and its options."""
+
+    fn: object
+    types: tuple[str, ...]
+    options: tuple[tuple[str, object], ...]
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
+@contextlib.contextmanager
+def recording():
+    """While active, every :class:`Launcher` call is appended to the yielded list instead of launched."""
+    from triton.runtime.jit import mangle_type
+
+    launches: list[Launch] = []
+    original = Launcher.__call__
+
+    def record(self, grid, *args):
+        launches.append(Launch(self.fn, tuple(mangle_type(a) for a in args), tuple(sorted(self._options.items()))))
+
+    Launcher.__call__ = record
+    try:
+        yield launches
+    finally:
+        Launcher.__call__ = original
+
+
+def layer_sizes(scheme_name: str) -> tuple[int, int]:
+    """(hidden, intermediate) that are no multiple of the tiles: partial tiles and scale groups along K,
+    except for fp4 weights, whose scale groups must tile K (4-bit codes need an even K: both are)."""
+    key = scheme(scheme_name).weight_key
+    return (224, 96) if key is not None and key.dtype is QuantDtype.FP4_E2M1 else (200, 72)
+
+
+def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype) -> list[Launch]:
+    """The launches of one forward of a small layer of ``scheme_name`` (kernels not run)."""
+    hidden, intermediate = layer_sizes(scheme_name)
+    cfg = MoEConfig(8, 2, hidden, intermediate, dtype=dtype)
+    sch = scheme(scheme_name)
+    kernel_cls = TritonBatchedKernel if batched else TritonKernel
+    kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
+    weights = kernel.prepare_weights(random_layer(cfg, sch, device="cpu"))
+    x, routing = random_inputs(cfg, tokens, device="cpu")
+    if batched:
+        counts = torch.full((cfg.local_num_experts,), tokens, dtype=torch.int32)
+        x, routing = x.new_zeros(cfg.local_num_experts, tokens, hidden), BatchedRouting(counts)
+    with recording() as launches:
+        kernel.forward(x, weights, routing, expert_map=None, apply_router_weight_on_input=False)
+    return launches
+
+
+def compile_launch(launch: Launch, arch: int) -> None:
+    """Compile one recorded launch for ``cuda:<arch>``; raises the compiler's error."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    options = dict(launch.options)
+    compile_options = {k: options.pop(k) for k in ("num_warps", "num_stages") if k in options}
+    params = launch.fn.arg_names
+    runtime = params[: len(launch.types)]
+    signature = dict(zip(runtime, launch.types)) | {name: "constexpr" for name in options}
+    constexprs = {(params.index(name),): value for name, value in options.items()}
+    for i, kind in enumerate(launch.types):  # None arguments are constexprs too
+        if kind == "constexpr":
+            constexprs[(i,)] = None
+    triton.compile(ASTSource(launch.fn, signature, constexprs=constexprs), target=GPUTarget("cuda", arch, 32), options=compile_options)
+
+
+def describe(exc: BaseException) -> str:
+    """The compiler error in one line: where (a CompilationError's first line) and why (its cause)."""
+    where = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    cause = exc.__cause__ or exc
+    why = str(cause).strip().splitlines()[-1] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {why}" + (f" ({where})" if where and where != why else "")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", type=int, default=90, help="compute capability as a number (80, 89, 90, ...)")
+    parser.add_argument("--scheme", required=True, help="comma-separated schemes")
+    parser.add_argument("--tokens", default="1", help="comma-separated token counts (each may pick other tiles)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
+    parser.add_argument("--batched", action="store_true", help="the batched-experts kernel")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("compile_check: unset TRITON_INTERPRET (the interpreter compiles nothing)", file=sys.stderr)
+        return 2
+    results: dict[Launch, str] = {}  # launch -> "ok" or the compiler's error; each distinct launch compiles once
+    for scheme_name in args.scheme.split(","):
+        for tokens in (int(t) for t in args.tokens.split(",")):
+            for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype)):
+                again = launch in results
+                if not again:
+                    try:
+                        compile_launch(launch, args.arch)
+                        results[launch] = "ok"
+                    except Exception as exc:  # noqa: BLE001 - every compiler error is reported, then the next launch
+                        results[launch] = describe(exc)
+                status = "ok  " if results[launch] == "ok" else "FAIL"
+                detail = "" if results[launch] == "ok" else f": {results[launch]}"
+                print(f"{status}  {scheme_name} tokens={tokens} {launch.name}{' (compiled above)' if again else ''}{detail}", flush=True)
+    failed = sum(r != "ok" for r in results.values())
+    print(f"compile_check: {len(results) - failed} of {len(results)} kernels compiled for sm_{args.arch}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
