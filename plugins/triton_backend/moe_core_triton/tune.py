@@ -5,8 +5,8 @@
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
 routing (triton.testing.do_bench median, L2 flushed) and the fastest is written; existing entries
-of the file are kept unless re-tuned. Candidates are checked to produce the same output as the
-heuristic configuration first.
+of the file are kept unless re-tuned. Each candidate's output is checked against the first
+candidate's before it is timed.
 """
 
 from __future__ import annotations
@@ -17,12 +17,17 @@ import json
 import sys
 from pathlib import Path
 
+from collections.abc import Callable
+from dataclasses import replace
+
 import torch
 
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton import configs
-from moe_core_triton.kernel import TritonKernel
+from moe_core_triton.blocks import standard_table
+from moe_core_triton.kernel import GemmLaunch, TritonKernel
+from moe_core_triton.scratch import new_empty
 
 _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
     (64, 64, 4, 4), (64, 128, 4, 4), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (32, 128, 4, 5), (32, 64, 4, 4),
@@ -46,35 +51,43 @@ def candidates(rows_per_expert: float, block_k_limit: int | None) -> list[config
     return out
 
 
-def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0) -> dict[int, configs.LaunchConfig]:
-    """Best config per GEMM (1, 2) for one (shape, scheme, token count)."""
+def cuda_median_seconds(run) -> float:
+    """triton.testing.do_bench's median (CUDA events, L2 flushed), in seconds."""
     from triton.testing import do_bench
 
+    return do_bench(run, warmup=5, rep=25, return_mode="median") * 1e-3
+
+
+def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda",
+              timer: Callable[[Callable[[], None]], float] = cuda_median_seconds) -> dict[int, configs.LaunchConfig]:
+    """Best config per GEMM (1, 2) for one (shape, scheme, token count), each GEMM launched as the layer
+    launches it (weight-only zero points and global scales included); ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
-    weights = kernel.prepare_weights(random_layer(cfg, sch, device="cuda", seed=seed))
-    x, routing = random_inputs(cfg, tokens, device="cuda", seed=seed + tokens)
+    weights = kernel.prepare_weights(random_layer(cfg, sch, device=device, seed=seed))
+    x, routing = random_inputs(cfg, tokens, device=device, seed=seed + tokens)
     rows = tokens * cfg.top_k
     i, h = cfg.intermediate_size, cfg.hidden_size
-    from moe_core_triton.blocks import standard_table
-
-    a1, a1_scale = kernel._quantize(x, weights.a13_scale)
-    inter = torch.randn(rows, i, device="cuda").to(cfg.dtype)
-    a2, a2_scale = kernel._quantize(inter, weights.a2_scale)
+    a1, a1_scale = kernel._quantize(x, weights.a13_scale, new_empty)
+    inter = torch.randn(rows, i, device=device).to(cfg.dtype)
+    a2, a2_scale = kernel._quantize(inter, weights.a2_scale, new_empty)
     best = {}
     limit = 128 if kernel.mode.scales == 2 else None
-    for gemm, (a, a_s, b, b_s, n, gated, row_div) in {
-        1: (a1, a1_scale, weights.w13, weights.w13_scale, i, True, cfg.top_k),
-        2: (a2, a2_scale, weights.w2, weights.w2_scale, h, False, 1),
-    }.items():
+    gemms = {  # gemm: (A, its scales, B, its scales, zero points, global scales, N, K, gated)
+        1: (a1, a1_scale, weights.w13, weights.w13_scale, weights.w13_zero, weights.w13_global_scale, i, h, True),
+        2: (a2, a2_scale, weights.w2, weights.w2_scale, weights.w2_zero, weights.w2_global_scale, h, i, False),
+    }
+    for gemm, (a, a_s, b, b_s, zero, global_scale, n, k, gated) in gemms.items():
         timings = []
         reference = None
-        for lc in candidates(rows / cfg.num_experts, limit):
+        for lc in dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(rows / cfg.num_experts, limit)):
             table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
-            out = torch.zeros(rows, n, device="cuda", dtype=cfg.dtype)
-            run = lambda: kernel._gemm(a, a_s, b, b_s, out, table, lc, row_div=row_div, gated=gated,  # noqa: E731
-                                       topk_weights=None if gated else routing.topk_weights)
+            launch = GemmLaunch(lc, kernel._gemm_launcher(lc, k, gated=gated, weighted=not gated, atomic=False))
+            out = torch.zeros(rows, n, device=device, dtype=cfg.dtype)
+            run = lambda: kernel._gemm(launch, a, a_s, b, b_s, out, table, row_div=cfg.top_k if gated else 1,  # noqa: E731
+                                       up_offset=i if gated else 0, topk_weights=None if gated else routing.topk_weights,
+                                       zero=zero, global_scale=global_scale)
             try:
                 run()
             except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: not a candidate
@@ -86,10 +99,17 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0) -> dict
                 drift = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
                 if drift > 1e-2:
                     raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
-            timings.append((do_bench(run, warmup=5, rep=25, return_mode="median"), lc))
-        best[gemm] = min(timings, key=lambda t: t[0])[1]
-        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {min(timings, key=lambda t: t[0])[0] * 1e3:.1f} us with {best[gemm]}", flush=True)
+            timings.append((timer(run), lc))
+        seconds, best[gemm] = min(timings, key=lambda t: t[0])
+        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]}", flush=True)
     return best
+
+
+def kernel_config(kernel: TritonKernel, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
+    """A candidate as the kernel would run it: weight-only schemes adjust BLOCK_K to their scale groups."""
+    if kernel.weight_only is None:
+        return lc
+    return replace(lc, BLOCK_K=kernel.weight_only.block_k(lc.BLOCK_K, k))
 
 
 def main(argv=None) -> int:
