@@ -20,7 +20,10 @@ Weight-only schemes (``W_ONLY``, 16-bit activations): each B tile is dequantized
 the K loop — never a dequantized copy in memory — and fed to the 16-bit MMA with float32
 accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes per byte along K
 (element 2j in the low nibble); ``W_CODES`` says what a code is: an integer (0), e2m1 (1) or the
-bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed). Value =
+bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed); e2m1 and e4m3
+codes become float16 by moving their bits (the exponent-bias difference folds into the scale). The
+codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, each byte once) and
+the dequantized tile is transposed for the MMA. Value =
 (code - zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
 shaped like the scales (``W_ZERO`` 2); one scale per ``W_GROUP_N`` rows and ``W_GROUP`` elements
 along K (the whole K: per channel), float32 (``W_SCALE`` 0), e4m3 bits (1, times a per-expert
@@ -47,12 +50,22 @@ def gated(gate, up, limit, ACT: tl.constexpr, CLAMP: tl.constexpr):
 
 
 @triton.jit
+def as_float16(bits):
+    """The float16 whose bit pattern is the low 16 bits of ``bits`` (int32)."""
+    return bits.to(tl.uint16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def e4m3_times_2_pow_minus_8(bits):
+    """e4m3 bits (int32 holding a byte) as float32 / 2^8: sign, exponent and mantissa bits moved into a
+    float16 (exponent bias 15 instead of 7; subnormals map to subnormals) — two integer ops, a convert."""
+    return as_float16(((bits & 0x80) << 8) | ((bits & 0x7F) << 7)).to(tl.float32)
+
+
+@triton.jit
 def e4m3_value(bits):
-    """The float32 value of e4m3 bits (int32 holding a byte): sign, 4 exponent bits (bias 7), 3 mantissa bits."""
-    exponent = (bits >> 3) & 15
-    mantissa = (bits & 7).to(tl.float32)
-    magnitude = tl.where(exponent == 0, mantissa * 0.001953125, (1.0 + mantissa * 0.125) * tl.exp2((exponent - 7).to(tl.float32)))
-    return tl.where((bits & 128) != 0, -magnitude, magnitude)  # subnormals: m * 2^-9
+    """The float32 value of e4m3 bits (int32 holding a byte)."""
+    return e4m3_times_2_pow_minus_8(bits) * 256.0
 
 
 @triton.jit
@@ -66,45 +79,52 @@ def scale_values(raw, W_SCALE: tl.constexpr):
 
 
 @triton.jit
-def repeat_rows(per_group, GROUPS: tl.constexpr, W_GROUP: tl.constexpr, BLOCK_N: tl.constexpr):
-    """[GROUPS, BLOCK_N] -> [GROUPS * W_GROUP, BLOCK_N]: each group's row repeated for its W_GROUP rows of K."""
-    return tl.reshape(tl.broadcast_to(per_group[:, None, :], (GROUPS, W_GROUP, BLOCK_N)), (GROUPS * W_GROUP, BLOCK_N))
+def per_group(values, factors, GROUPS: tl.constexpr, W_GROUP: tl.constexpr, BLOCK_N: tl.constexpr, OP: tl.constexpr):
+    """values [BLOCK_N, GROUPS * W_GROUP] combined with factors [BLOCK_N, GROUPS], one per run of W_GROUP
+    elements along K: OP 0 subtracts (zero points), 1 multiplies (scales)."""
+    grouped = tl.reshape(values, (BLOCK_N, GROUPS, W_GROUP))
+    if OP == 0:
+        grouped = grouped - factors[:, :, None]
+    else:
+        grouped = grouped * factors[:, :, None]
+    return tl.reshape(grouped, (BLOCK_N, GROUPS * W_GROUP))
 
 
 @triton.jit
-def dequantize_tile(raw, offs_k, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
+def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
                     W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
                     W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One [BLOCK_K, BLOCK_N] tile of weight codes (rows k0 + offs_k) as float32 values."""
-    codes = raw
-    if W_PACKED:
-        codes = (raw.to(tl.int32) >> ((offs_k % 2) * 4)[:, None]) & 15
-    if W_CODES == 1:  # e2m1
-        index = codes & 7
-        low = index.to(tl.float32) * 0.5  # e2m1 {0, .5} for index 0, 1
-        high = (1.0 + (index & 1).to(tl.float32) * 0.5) * tl.exp2(((index >> 1) - 1).to(tl.float32))  # {1, 1.5, 2, 3, 4, 6}
-        magnitude = tl.where(index < 2, low, high)
-        values = tl.where((codes & 8) != 0, -magnitude, magnitude)
+    """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
+    when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0."""
+    codes = raw.to(tl.int32)
+    if W_PACKED:  # element 2j in the low nibble of byte j
+        codes = tl.interleave(codes & 15, codes >> 4)
+    factor = 1.0  # what the float16 bit tricks leave out, folded into the scale
+    if W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16, times 2^14
+        values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
+        factor = 16384.0
     elif W_CODES == 2:  # e4m3 bits
-        values = e4m3_value(codes.to(tl.int32))
+        values = e4m3_times_2_pow_minus_8(codes)
+        factor = 256.0
     else:
         values = codes.to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
     if GROUPS_PER_TILE == 1:  # the tile lies in one group along K
         group = k0 // W_GROUP
-        scale = scale_values(tl.load(s_ptrs + group * stride_bsk, mask=n_ok, other=0), W_SCALE)[None, :]
+        scale = scale_values(tl.load(s_ptrs + group * stride_bsk, mask=n_ok, other=0), W_SCALE)
         if W_ZERO == 2:
-            values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[None, :]
-    else:  # GROUPS_PER_TILE whole groups: load [G, BLOCK_N] and repeat each row W_GROUP times
+            values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[:, None]
+        values = values * (scale * (global_scale * factor))[:, None]
+    else:  # GROUPS_PER_TILE whole groups along K (a compiled kernel traces both branches: no early return)
         groups = k0 // W_GROUP + tl.arange(0, GROUPS_PER_TILE)
-        g_ok = (groups[:, None] * W_GROUP < K) & n_ok[None, :]
-        scale = scale_values(tl.load(s_ptrs[None, :] + groups[:, None] * stride_bsk, mask=g_ok, other=0), W_SCALE)
-        scale = repeat_rows(scale, GROUPS_PER_TILE, W_GROUP, BLOCK_N)
+        g_ok = n_ok[:, None] & (groups[None, :] * W_GROUP < K)
+        scale = scale_values(tl.load(s_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0), W_SCALE)
         if W_ZERO == 2:
-            zero = tl.load(z_ptrs[None, :] + groups[:, None] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
-            values = values - repeat_rows(zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N)
-    return values * (scale * global_scale)
+            zero = tl.load(z_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
+            values = per_group(values, zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 0)
+        values = per_group(values, scale * (global_scale * factor), GROUPS_PER_TILE, W_GROUP, BLOCK_N, 1)
+    return values
 
 
 @triton.jit
@@ -147,8 +167,10 @@ def moe_gemm_kernel(
     offs_k = tl.arange(0, BLOCK_K)
 
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    if W_PACKED:  # two codes per byte along K
-        b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + (offs_k // 2)[:, None] * stride_bk
+    if W_ONLY:  # codes are read as stored, [BLOCK_N, bytes along K], and transposed once dequantized
+        BYTES_K: tl.constexpr = BLOCK_K // 2 if W_PACKED else BLOCK_K
+        offs_byte = tl.arange(0, BYTES_K)
+        b_ptrs = b_ptr + expert * stride_be + offs_n[:, None] * stride_bn + offs_byte[None, :] * stride_bk
     else:
         b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
     if W_ONLY:  # scale (and zero-point) rows of the gate / plain rows and of the up rows
@@ -170,15 +192,19 @@ def moe_gemm_kernel(
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         k_ok = offs_k < K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        if GATED:
-            b_up = tl.load(b_ptrs + up_offset * stride_bn, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if W_ONLY:
-            b = dequantize_tile(b, offs_k, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES,
-                                W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype)
+            b_ok = n_ok[:, None] & (offs_byte < (K - k * BLOCK_K) // (2 if W_PACKED else 1))[None, :]  # packed: K is even
+            b = tl.trans(dequantize_tile(tl.load(b_ptrs, mask=b_ok, other=0), k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok,
+                                         global_scale, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K,
+                                         BLOCK_N).to(a.dtype))
             if GATED:
-                b_up = dequantize_tile(b_up, offs_k, k * BLOCK_K, K, w_s_up_ptrs, w_z_up_ptrs, stride_bsk, n_ok, global_scale,
-                                       W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype)
+                b_up = tl.trans(dequantize_tile(tl.load(b_ptrs + up_offset * stride_bn, mask=b_ok, other=0), k * BLOCK_K, K, w_s_up_ptrs,
+                                                w_z_up_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES, W_ZERO, W_SCALE,
+                                                W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype))
+        else:
+            b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            if GATED:
+                b_up = tl.load(b_ptrs + up_offset * stride_bn, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if SCALES == 2:
             group = (k * BLOCK_K) // GROUP_K
             a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)

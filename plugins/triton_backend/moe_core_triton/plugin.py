@@ -18,9 +18,6 @@ STANDARD_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-dyn", "fp8-tensor-t
 # an amax over valid rows only, which the batched path does not compute.
 BATCHED_SCHEMES = ("unquantized", "fp8-tensor", "fp8-tensor-token", "fp8-channel", "fp8-block") + WEIGHT_ONLY_SCHEMES
 
-#: Said with every weight-only "yes" until the GPU run of tests/test_triton_weight_only.py and its benchmark land.
-WEIGHT_ONLY_NOTE = "weight-only kernels match the reference in the Triton interpreter; not yet validated on a GPU"
-
 #: Minimum CUDA compute capability per quant family of the w8a8 / 16-bit schemes (bfloat16 layers need 8.0 in any case).
 MIN_CAPABILITY = {QuantFamily.UNQUANTIZED: (8, 0), QuantFamily.FP8: (8, 9), QuantFamily.INT8: (7, 5)}
 #: Weight-only schemes of any family run 16-bit MMA on dequantized codes (fp8 codes decoded from their bytes).
@@ -76,8 +73,6 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
             reasons.append("fp8 on ROCm uses e4m3fnuz, which these kernels do not implement")
         if not reasons:
             return Support.yes("ROCm is declared but untested")
-    if not reasons and weight_key is not None and activation_key is None:
-        return Support.yes(WEIGHT_ONLY_NOTE)
     return Support.from_reasons(reasons)
 
 

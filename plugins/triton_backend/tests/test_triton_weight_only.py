@@ -17,7 +17,7 @@ from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
-from moe_core_triton.plugin import WEIGHT_ONLY_NOTE, WEIGHT_ONLY_SCHEMES
+from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
@@ -112,7 +112,7 @@ def test_selected_on_gpus_with_16_bit_mma_and_the_reference_on_cpu(name, platfor
     sch = quant.scheme(name)
     cfg = MoEConfig(8, 2, 256, 128, dtype=torch.bfloat16)
     chosen = select(cfg, *sch.keys, platform=preset(platform), registry=reg, environ={})
-    assert chosen.name == "triton" and WEIGHT_ONLY_NOTE in chosen.explain()  # until the GPU validation lands
+    assert chosen.name == "triton"
     assert select(cfg, *sch.keys, platform=preset("cpu"), registry=reg, environ={}).name == "reference"
 
 
@@ -151,11 +151,12 @@ def test_groups_smaller_than_a_k_tile_with_and_without_zero_points(group, symmet
     key = QuantKey(QuantDtype.INT4, GroupShape(1, group), static=True, symmetric=symmetric)
     cfg = MoEConfig(4, 2, 192, 128, dtype=torch.float16)
     g = torch.Generator().manual_seed(6)
-    weights = quantize_experts(torch.randn(4, 256, 192, generator=g) / 8, torch.randn(4, 192, 128, generator=g) / 8, key)
-    x = torch.randn(5, 192, generator=g).to(torch.float16)
-    routing = Routing.from_logits(torch.randn(5, 4, generator=g), 2)
+    w13, w2 = (torch.randn(shape, generator=g).to(DEVICE) / 8 for shape in ((4, 256, 192), (4, 192, 128)))
+    weights = quantize_experts(w13, w2, key)
+    x = torch.randn(5, 192, generator=g).to(DEVICE, torch.float16)
+    routing = Routing.from_logits(torch.randn(5, 4, generator=g).to(DEVICE), 2)
     kernel, oracle = TritonKernel(cfg, key, None), ReferenceKernel(cfg, key, None)
-    assert kernel._config(torch.device("cpu"), 10, 128, 192, gemm=1, tokens=5).BLOCK_K > group  # so the tile spans groups
+    assert kernel._config(torch.device(DEVICE), 10, 128, 192, gemm=1, tokens=5).BLOCK_K > group  # so the tile spans groups
     got = kernel.apply(x, kernel.prepare_weights(weights), routing)
     want = oracle.apply(x, oracle.prepare_weights(weights), routing)
     assert relative_error(got, want) <= tolerance(None, cfg.dtype)
