@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.metadata
 import json
 import sys
 import time
@@ -131,7 +130,7 @@ def cmd_explain(args) -> int:
 def cmd_doctor(args) -> int:
     import torch
 
-    from moe_core.platform import OPTIONAL_PACKAGES
+    from moe_core.platform import OPTIONAL_PACKAGES, package_versions
     from moe_core.registry import PluginStatus, default_registry
     from moe_core.resolver import current_platform
 
@@ -139,9 +138,8 @@ def cmd_doctor(args) -> int:
     reg = default_registry()
     print(f"platform: {plat.describe()}")
     print(f"torch: {torch.__version__}")
-    dists = importlib.metadata.packages_distributions()
     for pkg in OPTIONAL_PACKAGES:
-        found = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in sorted(set(dists.get(pkg, ())))) if plat.has_package(pkg) else ""
+        found = package_versions(pkg) if plat.has_package(pkg) else ""
         print(f"  optional package {pkg:<11} {'importable' if plat.has_package(pkg) else 'missing'}" + (f" ({found})" if found else ""))
     bad = [p for p in reg.plugins if p.status is not PluginStatus.LOADED]
     print(f"plugins: {len(reg.plugins)} ({len(bad)} not loaded), backends: {len(reg.specs)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
 
@@ -81,6 +82,12 @@ def _importable(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def package_versions(package: str) -> str:
+    """The installed distributions providing import package ``package``, as "name version, ..." ("" if none)."""
+    names = sorted(set(importlib.metadata.packages_distributions().get(package, ())))
+    return ", ".join(f"{name} {importlib.metadata.version(name)}" for name in names)
 
 
 def detect() -> Platform:

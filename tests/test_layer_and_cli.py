@@ -85,6 +85,16 @@ def test_cli_list_and_doctor(capsys):
     assert main(["doctor"]) in (0, 1)
     out = capsys.readouterr().out
     assert "platform:" in out and "optional package triton" in out
+    import triton
+
+    assert f"optional package triton      importable (triton {triton.__version__})" in out  # the distribution and its version
+
+
+def test_package_versions_names_each_distribution_of_an_import_package():
+    from moe_core.platform import package_versions
+
+    assert package_versions("torch") == f"torch {torch.__version__}"
+    assert package_versions("no_such_package_here") == ""
 
 
 def test_cli_run_prints_table_checksum_and_time(capsys):
