@@ -1,6 +1,6 @@
 """Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
 
-    python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
+    python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched] [--swap-ab]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
 recorded (kernel, argument types, constexprs) is then compiled by Triton's own compiler for
@@ -17,14 +17,15 @@ import argparse
 import contextlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from moe_core.config import MoEConfig
+from moe_core.config import MoEConfig, ParallelConfig
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import QuantDtype, scheme
 from moe_core.routing import BatchedRouting
+from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 from moe_core_triton.launch import Launcher
 
@@ -67,12 +68,27 @@ def layer_sizes(scheme_name: str) -> tuple[int, int]:
     return (224, 96) if key is not None and key.dtype is QuantDtype.FP4_E2M1 else (200, 72)
 
 
-def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype) -> list[Launch]:
-    """The launches of one forward of a small layer of ``scheme_name`` (kernels not run)."""
+def with_launch_fields(kernel_cls: type[TritonKernel], **fields) -> type[TritonKernel]:
+    """``kernel_cls`` with ``fields`` of every :class:`LaunchConfig` it picks overridden (e.g. ``SWAP_AB=True``),
+    for checking variants the tuned data files may choose."""
+
+    class Overridden(kernel_cls):
+        def _config(self, *args, **kwargs) -> LaunchConfig:
+            return replace(super()._config(*args, **kwargs), **fields)
+
+    Overridden.__name__ = f"{kernel_cls.__name__}[{', '.join(f'{k}={v}' for k, v in fields.items())}]"
+    return Overridden
+
+
+def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype, **fields) -> list[Launch]:
+    """The launches of one forward of a small layer of ``scheme_name`` (kernels not run); ``fields``
+    override the launch configurations (:func:`with_launch_fields`)."""
     hidden, intermediate = layer_sizes(scheme_name)
-    cfg = MoEConfig(8, 2, hidden, intermediate, dtype=dtype)
+    cfg = MoEConfig(8, 2, hidden, intermediate, dtype=dtype, parallel=ParallelConfig(use_batched_activation_format=batched))
     sch = scheme(scheme_name)
     kernel_cls = TritonBatchedKernel if batched else TritonKernel
+    if fields:
+        kernel_cls = with_launch_fields(kernel_cls, **fields)
     kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
     weights = kernel.prepare_weights(random_layer(cfg, sch, device="cpu"))
     x, routing = random_inputs(cfg, tokens, device="cpu")
@@ -84,8 +100,9 @@ def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype
     return launches
 
 
-def compile_launch(launch: Launch, arch: int) -> None:
-    """Compile one recorded launch for ``cuda:<arch>``; raises the compiler's error."""
+def compile_launch(launch: Launch, arch: int):
+    """Compile one recorded launch for ``cuda:<arch>`` and return Triton's compiled kernel (its ``asm`` holds
+    the PTX and cubin); raises the compiler's error."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -99,7 +116,7 @@ def compile_launch(launch: Launch, arch: int) -> None:
     for i, kind in enumerate(launch.types):  # None arguments are constexprs too
         if kind == "constexpr":
             constexprs[(i,)] = None
-    triton.compile(ASTSource(launch.fn, signature, constexprs=constexprs), target=GPUTarget("cuda", arch, 32), options=compile_options)
+    return triton.compile(ASTSource(launch.fn, signature, constexprs=constexprs), target=GPUTarget("cuda", arch, 32), options=compile_options)
 
 
 def describe(exc: BaseException) -> str:
@@ -117,6 +134,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", default="1", help="comma-separated token counts (each may pick other tiles)")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     parser.add_argument("--batched", action="store_true", help="the batched-experts kernel")
+    parser.add_argument("--swap-ab", action="store_true", help="every GEMM with SWAP_AB (the transposed product)")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("compile_check: unset TRITON_INTERPRET (the interpreter compiles nothing)", file=sys.stderr)
@@ -124,7 +142,8 @@ def main(argv=None) -> int:
     results: dict[Launch, str] = {}  # launch -> "ok" or the compiler's error; each distinct launch compiles once
     for scheme_name in args.scheme.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
-            for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype)):
+            fields = {"SWAP_AB": True} if args.swap_ab else {}
+            for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), **fields):
                 again = launch in results
                 if not again:
                     try:

@@ -17,12 +17,16 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 
 @dataclass(frozen=True)
 class LaunchConfig:
+    """Tile sizes and launch options of one expert GEMM; ``SWAP_AB`` computes the transposed product
+    (weights as the MMA's first operand, see gemm.py), which data files may choose per token count."""
+
     BLOCK_M: int
     BLOCK_N: int
     BLOCK_K: int
     GROUP_M: int
     num_warps: int
     num_stages: int
+    SWAP_AB: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,6 +9,12 @@ One kernel, specialised at compile time, serves both expert GEMMs:
   (token, slot) pair, reduced over top-k by a separate pass; or (``ATOMIC_OUT``) adds it into a
   float32 [tokens, H] output with atomics (measured slower or equal, see docs/benchmarks).
 
+``SWAP_AB`` (a launch-config choice, off unless a tuned data file picks it) computes the transposed
+tile product, weights [BLOCK_N, BLOCK_K] @ activations [BLOCK_K, BLOCK_M], and transposes the
+accumulator back before the epilogue: with few tokens per expert the weight tile fills the MMA's M
+dimension instead of a mostly empty token tile. Weight tiles are then read as stored (K contiguous).
+Without it the compiled code is the same as before the option existed (checked on the PTX).
+
 Quantization (``SCALES``): 0 none; 1 per-tensor or per-row activation scales times per-tensor or
 per-channel weight scales, applied once after the K loop (fp8 and int8, int8 accumulating in
 int32); 2 block scales (activation groups of GROUP_K, weight blocks of GROUP_N x GROUP_K) applied
@@ -128,6 +134,43 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
 
 
 @triton.jit
+def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
+                       W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr,
+                       W_SCALE: tl.constexpr, W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
+                       BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY."""
+    raw = tl.load(ptrs, mask=mask, other=0.0)
+    if W_ONLY:
+        tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES, W_ZERO,
+                               W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(dtype)
+    else:
+        tile = raw
+    return tile
+
+
+@triton.jit
+def tile_dot(a, b, acc, acc_dtype: tl.constexpr, PROMOTE_EVERY: tl.constexpr, SWAP_AB: tl.constexpr):
+    """``acc`` (None: zeros) plus activations x weights: a [BLOCK_M, BLOCK_K] @ b [BLOCK_K, BLOCK_N], or with
+    SWAP_AB the transposed product b [BLOCK_N, BLOCK_K] @ a [BLOCK_K, BLOCK_M] (weights as the MMA's first
+    operand, tokens as its N: few tokens fill less of the MMA's M)."""
+    if SWAP_AB:
+        out = tl.dot(b, a, acc, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
+    else:
+        out = tl.dot(a, b, acc, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
+    return out
+
+
+@triton.jit
+def scaled(product, a_s, b_s, SWAP_AB: tl.constexpr):
+    """A tile product times its activation scales (one per token row) and weight scales (one per column)."""
+    if SWAP_AB:
+        out = product * a_s[None, :] * b_s[:, None]
+    else:
+        out = product * a_s[:, None] * b_s[None, :]
+    return out
+
+
+@triton.jit
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
     table_ptr, b_zero_ptr, b_global_ptr,
@@ -139,7 +182,7 @@ def moe_gemm_kernel(
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
@@ -166,24 +209,32 @@ def moe_gemm_kernel(
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
 
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    if W_ONLY:  # codes are read as stored, [BLOCK_N, bytes along K], and transposed once dequantized
-        BYTES_K: tl.constexpr = BLOCK_K // 2 if W_PACKED else BLOCK_K
-        offs_byte = tl.arange(0, BYTES_K)
+    if SWAP_AB:  # activation tiles [BLOCK_K, BLOCK_M]
+        a_ptrs = a_ptr + a_rows[None, :] * stride_am + offs_k[:, None] * stride_ak
+    else:
+        a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    STORED: tl.constexpr = W_ONLY or SWAP_AB  # weight tiles read as stored, [BLOCK_N, bytes along K]
+    BYTES_K: tl.constexpr = BLOCK_K // 2 if W_PACKED else BLOCK_K
+    offs_byte = tl.arange(0, BYTES_K)
+    if STORED:
         b_ptrs = b_ptr + expert * stride_be + offs_n[:, None] * stride_bn + offs_byte[None, :] * stride_bk
     else:
         b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
-    if W_ONLY:  # scale (and zero-point) rows of the gate / plain rows and of the up rows
-        w_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
-        w_z_ptrs = b_zero_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
-        w_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
-        w_z_up_ptrs = b_zero_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
-        global_scale = 1.0
-        if W_GLOBAL:
-            global_scale = tl.load(b_global_ptr + expert)
-    acc_dtype = tl.int32 if INT8 else tl.float32
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
-    acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
+    # Weight-only: scale (and zero-point) rows of the gate / plain rows and of the up rows (unused otherwise).
+    w_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
+    w_z_ptrs = b_zero_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
+    w_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
+    w_z_up_ptrs = b_zero_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
+    global_scale = 1.0
+    if W_GLOBAL:
+        global_scale = tl.load(b_global_ptr + expert)
+    acc_dtype: tl.constexpr = tl.int32 if INT8 else tl.float32
+    if SWAP_AB:  # accumulated transposed, [BLOCK_N, BLOCK_M], and transposed back after the K loop
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=acc_dtype)
+        acc_up = tl.zeros((BLOCK_N, BLOCK_M), dtype=acc_dtype)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
+        acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
     if SCALES == 2:
         a_s_ptrs = a_scale_ptr + a_rows * stride_asm
         b_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
@@ -191,16 +242,22 @@ def moe_gemm_kernel(
 
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         k_ok = offs_k < K - k * BLOCK_K
-        a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        if W_ONLY:
+        if SWAP_AB:
+            a = tl.load(a_ptrs, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        if STORED:
             b_ok = n_ok[:, None] & (offs_byte < (K - k * BLOCK_K) // (2 if W_PACKED else 1))[None, :]  # packed: K is even
-            b = tl.trans(dequantize_tile(tl.load(b_ptrs, mask=b_ok, other=0), k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok,
-                                         global_scale, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K,
-                                         BLOCK_N).to(a.dtype))
+            b = stored_weight_tile(b_ptrs, b_ok, a.dtype, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale,
+                                   W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N)
+            if not SWAP_AB:
+                b = tl.trans(b)
             if GATED:
-                b_up = tl.trans(dequantize_tile(tl.load(b_ptrs + up_offset * stride_bn, mask=b_ok, other=0), k * BLOCK_K, K, w_s_up_ptrs,
-                                                w_z_up_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES, W_ZERO, W_SCALE,
-                                                W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(a.dtype))
+                b_up = stored_weight_tile(b_ptrs + up_offset * stride_bn, b_ok, a.dtype, k * BLOCK_K, K, w_s_up_ptrs, w_z_up_ptrs,
+                                          stride_bsk, n_ok, global_scale, W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP,
+                                          GROUPS_PER_TILE, BLOCK_K, BLOCK_N)
+                if not SWAP_AB:
+                    b_up = tl.trans(b_up)
         else:
             b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
             if GATED:
@@ -209,17 +266,20 @@ def moe_gemm_kernel(
             group = (k * BLOCK_K) // GROUP_K
             a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
             b_s = tl.load(b_s_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
-            acc += tl.dot(a, b, max_num_imprecise_acc=PROMOTE_EVERY) * a_s[:, None] * b_s[None, :]
+            acc += scaled(tile_dot(a, b, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s, SWAP_AB)
             if GATED:
                 b_s_up = tl.load(b_s_up_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
-                acc_up += tl.dot(a, b_up, max_num_imprecise_acc=PROMOTE_EVERY) * a_s[:, None] * b_s_up[None, :]
+                acc_up += scaled(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s_up, SWAP_AB)
         else:
-            acc = tl.dot(a, b, acc, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
+            acc = tile_dot(a, b, acc, acc_dtype, PROMOTE_EVERY, SWAP_AB)
             if GATED:
-                acc_up = tl.dot(a, b_up, acc_up, out_dtype=acc_dtype, max_num_imprecise_acc=PROMOTE_EVERY)
+                acc_up = tile_dot(a, b_up, acc_up, acc_dtype, PROMOTE_EVERY, SWAP_AB)
         a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += (BLOCK_K // 2 if W_PACKED else BLOCK_K) * stride_bk
+        b_ptrs += BYTES_K * stride_bk
 
+    if SWAP_AB:
+        acc = tl.trans(acc)
+        acc_up = tl.trans(acc_up)
     out = acc.to(tl.float32)
     out_up = acc_up.to(tl.float32)
     if SCALES == 1:

@@ -262,7 +262,7 @@ class TritonKernel(MoEKernel):
             GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
-            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M,
+            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
         )
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:

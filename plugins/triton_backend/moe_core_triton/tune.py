@@ -35,6 +35,7 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
 
 
 def candidates(rows_per_expert: float, block_k_limit: int | None) -> list[configs.LaunchConfig]:
+    """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -43,11 +44,12 @@ def candidates(rows_per_expert: float, block_k_limit: int | None) -> list[config
         block_ms = (32, 64)
     else:
         block_ms = (64, 128)
+    swaps = (False, True) if rows_per_expert <= 32 else (False,)  # the transposed product: for few rows per expert
     out = []
-    for bm, (bn, bk, warps, stages) in itertools.product(block_ms, _TILES):
+    for bm, (bn, bk, warps, stages), swap in itertools.product(block_ms, _TILES, swaps):
         if block_k_limit is not None and bk > block_k_limit:
             continue
-        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages))
+        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap))
     return out
 
 
@@ -101,7 +103,9 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
                     raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
             timings.append((timer(run), lc))
         seconds, best[gemm] = min(timings, key=lambda t: t[0])
-        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]}", flush=True)
+        fastest = {swap: min(t for t, lc in timings if lc.SWAP_AB is swap) for swap in {lc.SWAP_AB for _, lc in timings}}
+        versus = ", ".join(f"{'swapped' if swap else 'unswapped'} {t * 1e6:.1f} us" for swap, t in sorted(fastest.items()))
+        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {versus})", flush=True)
     return best
 
 

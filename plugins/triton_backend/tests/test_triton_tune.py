@@ -33,6 +33,12 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name):
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
 
 
+def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_only():
+    decode, prefill = candidates(2.0, None), candidates(512.0, None)
+    assert {c.SWAP_AB for c in decode} == {False, True} and len(decode) == 2 * len({c for c in decode if not c.SWAP_AB})
+    assert not any(c.SWAP_AB for c in prefill)
+
+
 def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
     cfg = model("tiny").config()
     lc = configs.LaunchConfig(16, 64, 64, 1, 4, 4)
