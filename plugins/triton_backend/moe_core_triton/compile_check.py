@@ -3,7 +3,8 @@
     python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched] [--swap-ab]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
-recorded (kernel, argument types, constexprs) is then compiled by Triton's own compiler for
+recorded (kernel, argument specialization as Triton's JIT makes it, constexprs) is then compiled by
+Triton's own compiler for
 ``cuda:<arch>``: frontend, layouts, LLVM and ptxas. This catches what the Triton interpreter cannot,
 such as code that only fails when compiled (a compiled kernel traces the statements after a
 constexpr branch that returns; reshapes need power-of-two shapes). It compiles nothing when
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 
@@ -32,10 +34,12 @@ from moe_core_triton.launch import Launcher
 
 @dataclass(frozen=True)
 class Launch:
-    """One recorded launch: the kernel, its runtime argument types (Triton's names) and its options."""
+    """One recorded launch: the kernel, how Triton specializes each runtime argument (its type, and a
+    divisibility key such as "D" for multiples of 16, or the value where an argument becomes a constant:
+    None, an int 1) and the launcher's options."""
 
     fn: object
-    types: tuple[str, ...]
+    specialization: tuple[tuple[str, object], ...]
     options: tuple[tuple[str, object], ...]
 
     @property
@@ -43,16 +47,23 @@ class Launch:
         return self.fn.__name__
 
 
+def specialize(arg) -> tuple[str, object]:
+    """(type, key) as Triton's JIT specializes ``arg`` at a launch (alignment and divisibility by 16)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    kind, key = native_specialize_impl(BaseBackend, arg, False, True, True)
+    return (kind, arg) if kind == "constexpr" else (kind, key)
+
+
 @contextlib.contextmanager
 def recording():
     """While active, every :class:`Launcher` call is appended to the yielded list instead of launched."""
-    from triton.runtime.jit import mangle_type
-
     launches: list[Launch] = []
     original = Launcher.__call__
 
     def record(self, grid, *args):
-        launches.append(Launch(self.fn, tuple(mangle_type(a) for a in args), tuple(sorted(self._options.items()))))
+        launches.append(Launch(self.fn, tuple(specialize(a) for a in args), tuple(sorted(self._options.items()))))
 
     Launcher.__call__ = record
     try:
@@ -80,10 +91,12 @@ def with_launch_fields(kernel_cls: type[TritonKernel], **fields) -> type[TritonK
     return Overridden
 
 
-def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype, **fields) -> list[Launch]:
-    """The launches of one forward of a small layer of ``scheme_name`` (kernels not run); ``fields``
-    override the launch configurations (:func:`with_launch_fields`)."""
-    hidden, intermediate = layer_sizes(scheme_name)
+def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype, sizes: tuple[int, int] | None = None,
+                **fields) -> list[Launch]:
+    """The launches of one forward of an 8-expert layer of ``scheme_name`` (kernels not run); ``sizes``:
+    (hidden, intermediate), by default :func:`layer_sizes`; ``fields`` override the launch configurations
+    (:func:`with_launch_fields`)."""
+    hidden, intermediate = sizes or layer_sizes(scheme_name)
     cfg = MoEConfig(8, 2, hidden, intermediate, dtype=dtype, parallel=ParallelConfig(use_batched_activation_format=batched))
     sch = scheme(scheme_name)
     kernel_cls = TritonBatchedKernel if batched else TritonKernel
@@ -107,16 +120,34 @@ def compile_launch(launch: Launch, arch: int):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from triton.backends.compiler import BaseBackend
+
     options = dict(launch.options)
     compile_options = {k: options.pop(k) for k in ("num_warps", "num_stages") if k in options}
     params = launch.fn.arg_names
-    runtime = params[: len(launch.types)]
-    signature = dict(zip(runtime, launch.types)) | {name: "constexpr" for name in options}
+    runtime = params[: len(launch.specialization)]
+    signature = {name: kind for name, (kind, _) in zip(runtime, launch.specialization)} | {name: "constexpr" for name in options}
     constexprs = {(params.index(name),): value for name, value in options.items()}
-    for i, kind in enumerate(launch.types):  # None arguments are constexprs too
-        if kind == "constexpr":
-            constexprs[(i,)] = None
-    return triton.compile(ASTSource(launch.fn, signature, constexprs=constexprs), target=GPUTarget("cuda", arch, 32), options=compile_options)
+    attrs = {}
+    for i, (kind, key) in enumerate(launch.specialization):
+        if kind == "constexpr":  # None, or an int equal to 1
+            constexprs[(i,)] = key
+        elif isinstance(key, str) and key:
+            attrs[(i,)] = BaseBackend.parse_attr(key)
+    return triton.compile(ASTSource(launch.fn, signature, constexprs=constexprs, attrs=attrs), target=GPUTarget("cuda", arch, 32),
+                          options=compile_options)
+
+
+#: PTX instructions counted by --stats: MMAs (Hopper's wgmma, Ampere-style mma.sync), async copies into
+#: shared memory (the pipelined loads) and stores to shared memory (layout conversions).
+PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]", "st.shared": r"st\.shared"}
+
+
+def ptx_stats(compiled) -> str:
+    """Shared memory and the :data:`PTX_COUNTS` of a compiled kernel, on one line."""
+    ptx = compiled.asm["ptx"]
+    counts = " ".join(f"{name}={len(re.findall(pattern, ptx))}" for name, pattern in PTX_COUNTS.items())
+    return f"shared={compiled.metadata.shared} {counts}"
 
 
 def describe(exc: BaseException) -> str:
@@ -135,26 +166,31 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     parser.add_argument("--batched", action="store_true", help="the batched-experts kernel")
     parser.add_argument("--swap-ab", action="store_true", help="every GEMM with SWAP_AB (the transposed product)")
+    parser.add_argument("--sizes", help="hidden,intermediate of the layer (default: sizes that are no multiple of the tiles)")
+    parser.add_argument("--stats", action="store_true", help="print each kernel's shared memory and PTX instruction counts")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("compile_check: unset TRITON_INTERPRET (the interpreter compiles nothing)", file=sys.stderr)
         return 2
-    results: dict[Launch, str] = {}  # launch -> "ok" or the compiler's error; each distinct launch compiles once
+    sizes = tuple(int(v) for v in args.sizes.split(",")) if args.sizes else None
+    results: dict[Launch, str] = {}  # launch -> "ok" (with --stats: its counts) or the compiler's error
     for scheme_name in args.scheme.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
             fields = {"SWAP_AB": True} if args.swap_ab else {}
-            for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), **fields):
+            for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), sizes, **fields):
                 again = launch in results
                 if not again:
                     try:
-                        compile_launch(launch, args.arch)
-                        results[launch] = "ok"
+                        compiled = compile_launch(launch, args.arch)
+                        results[launch] = "ok" + (f" {ptx_stats(compiled)}" if args.stats else "")
                     except Exception as exc:  # noqa: BLE001 - every compiler error is reported, then the next launch
-                        results[launch] = describe(exc)
-                status = "ok  " if results[launch] == "ok" else "FAIL"
-                detail = "" if results[launch] == "ok" else f": {results[launch]}"
-                print(f"{status}  {scheme_name} tokens={tokens} {launch.name}{' (compiled above)' if again else ''}{detail}", flush=True)
-    failed = sum(r != "ok" for r in results.values())
+                        results[launch] = f"FAIL: {describe(exc)}"
+                ok = results[launch].startswith("ok")
+                tiles = "x".join(str(dict(launch.options).get(k, "")) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) if args.stats else ""
+                detail = results[launch][2:].strip() if ok else results[launch][6:]
+                print(f"{'ok  ' if ok else 'FAIL'}  {scheme_name} tokens={tokens} {launch.name}{' (compiled above)' if again else ''}"
+                      f"{(' ' + tiles) if tiles and launch.name == 'moe_gemm_kernel' else ''}{(': ' + detail) if detail else ''}", flush=True)
+    failed = sum(not r.startswith("ok") for r in results.values())
     print(f"compile_check: {len(results) - failed} of {len(results)} kernels compiled for sm_{args.arch}")
     return 1 if failed else 0
 

@@ -34,8 +34,10 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
 ]
 
 
-def candidates(rows_per_expert: float, block_k_limit: int | None) -> list[configs.LaunchConfig]:
-    """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average."""
+def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False) -> list[configs.LaunchConfig]:
+    """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average. SWAP_AB
+    (the transposed product) is tried for few rows per expert, and at every size for weight-only schemes,
+    whose dequantized weights can then feed the MMA from registers."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -44,7 +46,7 @@ def candidates(rows_per_expert: float, block_k_limit: int | None) -> list[config
         block_ms = (32, 64)
     else:
         block_ms = (64, 128)
-    swaps = (False, True) if rows_per_expert <= 32 else (False,)  # the transposed product: for few rows per expert
+    swaps = (False, True) if rows_per_expert <= 32 or weight_only else (False,)
     out = []
     for bm, (bn, bk, warps, stages), swap in itertools.product(block_ms, _TILES, swaps):
         if block_k_limit is not None and bk > block_k_limit:
@@ -83,7 +85,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     for gemm, (a, a_s, b, b_s, zero, global_scale, n, k, gated) in gemms.items():
         timings = []
         reference = None
-        for lc in dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(rows / cfg.num_experts, limit)):
+        for lc in dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(rows / cfg.num_experts, limit, kernel.weight_only is not None)):
             table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
             launch = GemmLaunch(lc, kernel._gemm_launcher(lc, k, gated=gated, weighted=not gated, atomic=False))
             out = torch.zeros(rows, n, device=device, dtype=cfg.dtype)

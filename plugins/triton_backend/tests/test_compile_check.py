@@ -33,11 +33,14 @@ def compile_check(*args: str, script: str | None = None) -> subprocess.Completed
 ], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm80-weight-only"])
 def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, dtype, swap):
     args = ["--arch", str(arch), "--scheme", ",".join(schemes), "--tokens", tokens, "--dtype", dtype]
-    args += (["--batched"] if batched else []) + (["--swap-ab"] if swap else [])
+    args += (["--batched"] if batched else []) + (["--swap-ab", "--stats"] if swap else [])
     done = compile_check(*args)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert all(f"{s} tokens=1 moe_gemm_kernel" in done.stdout for s in schemes)  # each scheme's GEMMs were compiled
     assert f"compiled for sm_{arch}" in done.stdout
+    if swap:  # the point of the transposed product: 16-token tiles on Hopper's wgmma instead of mma.sync
+        gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line]
+        assert gemms and all("wgmma=0" not in line and "mma.sync=0" in line for line in gemms), gemms
 
 
 def test_a_kernel_only_the_compiler_rejects_is_reported():

@@ -27,16 +27,18 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name):
     best = tune_case("tiny", name, tokens=3, device=DEVICE, timer=timer)
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
-    per_gemm = {gemm: list(dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None)))
+    wo = kernel.weight_only is not None
+    per_gemm = {gemm: list(dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
                 for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
 
 
-def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_only():
+def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_or_weight_only_schemes():
     decode, prefill = candidates(2.0, None), candidates(512.0, None)
     assert {c.SWAP_AB for c in decode} == {False, True} and len(decode) == 2 * len({c for c in decode if not c.SWAP_AB})
     assert not any(c.SWAP_AB for c in prefill)
+    assert {c.SWAP_AB for c in candidates(512.0, None, weight_only=True)} == {False, True}
 
 
 def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
