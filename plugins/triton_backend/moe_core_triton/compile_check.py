@@ -1,11 +1,12 @@
 """Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
 
-    python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched] [--swap-ab]
+    python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
+        [--swap-ab] [--sizes 2048,768] [--stats]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
 recorded (kernel, argument specialization as Triton's JIT makes it, constexprs) is then compiled by
-Triton's own compiler for
-``cuda:<arch>``: frontend, layouts, LLVM and ptxas. This catches what the Triton interpreter cannot,
+Triton's own compiler for ``cuda:<arch>``: frontend, layouts, LLVM and ptxas (``--stats``: shared
+memory and the PTX's MMA, async-copy and shared-store counts). This catches what the Triton interpreter cannot,
 such as code that only fails when compiled (a compiled kernel traces the statements after a
 constexpr branch that returns; reshapes need power-of-two shapes). It compiles nothing when
 TRITON_INTERPRET is set (the interpreter has no compiler): run it with that variable unset.
@@ -117,10 +118,8 @@ def compile_launch(launch: Launch, arch: int):
     """Compile one recorded launch for ``cuda:<arch>`` and return Triton's compiled kernel (its ``asm`` holds
     the PTX and cubin); raises the compiler's error."""
     import triton
-    from triton.backends.compiler import GPUTarget
+    from triton.backends.compiler import BaseBackend, GPUTarget
     from triton.compiler import ASTSource
-
-    from triton.backends.compiler import BaseBackend
 
     options = dict(launch.options)
     compile_options = {k: options.pop(k) for k in ("num_warps", "num_stages") if k in options}
@@ -173,7 +172,7 @@ def main(argv=None) -> int:
         print("compile_check: unset TRITON_INTERPRET (the interpreter compiles nothing)", file=sys.stderr)
         return 2
     sizes = tuple(int(v) for v in args.sizes.split(",")) if args.sizes else None
-    results: dict[Launch, str] = {}  # launch -> "ok" (with --stats: its counts) or the compiler's error
+    results: dict[Launch, str] = {}  # launch -> "ok" (with --stats: "ok <counts>") or "FAIL: <error>"
     for scheme_name in args.scheme.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
             fields = {"SWAP_AB": True} if args.swap_ab else {}
@@ -185,12 +184,12 @@ def main(argv=None) -> int:
                         results[launch] = "ok" + (f" {ptx_stats(compiled)}" if args.stats else "")
                     except Exception as exc:  # noqa: BLE001 - every compiler error is reported, then the next launch
                         results[launch] = f"FAIL: {describe(exc)}"
-                ok = results[launch].startswith("ok")
-                tiles = "x".join(str(dict(launch.options).get(k, "")) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) if args.stats else ""
-                detail = results[launch][2:].strip() if ok else results[launch][6:]
-                print(f"{'ok  ' if ok else 'FAIL'}  {scheme_name} tokens={tokens} {launch.name}{' (compiled above)' if again else ''}"
-                      f"{(' ' + tiles) if tiles and launch.name == 'moe_gemm_kernel' else ''}{(': ' + detail) if detail else ''}", flush=True)
-    failed = sum(not r.startswith("ok") for r in results.values())
+                status, _, detail = results[launch].partition(" ")
+                options = dict(launch.options)
+                tiles = f" {options['BLOCK_M']}x{options['BLOCK_N']}x{options['BLOCK_K']}" if args.stats and "BLOCK_N" in options else ""
+                print(f"{status.rstrip(':'):4s}  {scheme_name} tokens={tokens} {launch.name}{tiles}{' (compiled above)' if again else ''}"
+                      f"{': ' + detail if detail else ''}", flush=True)
+    failed = sum(r.startswith("FAIL") for r in results.values())
     print(f"compile_check: {len(results) - failed} of {len(results)} kernels compiled for sm_{args.arch}")
     return 1 if failed else 0
 
