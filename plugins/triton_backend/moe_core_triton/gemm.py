@@ -29,8 +29,8 @@ accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes p
 bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed); e2m1 and e4m3
 codes become float16 by moving their bits (the exponent-bias difference folds into the scale). The
 codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, each byte once) and
-the dequantized tile is transposed for the MMA. Value =
-(code - zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
+the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is). Value = (code -
+zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
 shaped like the scales (``W_ZERO`` 2); one scale per ``W_GROUP_N`` rows and ``W_GROUP`` elements
 along K (the whole K: per channel), float32 (``W_SCALE`` 0), e4m3 bits (1, times a per-expert
 float32 global scale: nvfp4) or e8m0 bits (2: mxfp4).
