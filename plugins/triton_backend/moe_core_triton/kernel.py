@@ -265,15 +265,23 @@ class TritonKernel(MoEKernel):
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
         )
 
+    @property
+    def block_k_limit(self) -> int | None:
+        """The largest BLOCK_K block scales allow (one 128-wide scale group per K step), None if any."""
+        return 128 if self.mode.scales == 2 else None
+
+    def fit_block_k(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
+        """``lc`` as this kernel runs it for reduction size ``k``: weight-only schemes take a BLOCK_K whose
+        tiles never straddle two scale groups unevenly."""
+        if self.weight_only is None:
+            return lc
+        return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
+
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized_8bit = self.activation_key is not None  # 8-bit MMA operands (weight-only schemes run 16-bit MMA)
-        block_k_limit = 128 if self.mode.scales == 2 else None
-        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, block_k_limit)
+        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit)
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
-        chosen = configs.choose(_device_name(device), key, tokens, fallback)
-        if self.weight_only is not None:
-            chosen = replace(chosen, BLOCK_K=self.weight_only.block_k(chosen.BLOCK_K, k))
-        return chosen
+        return self.fit_block_k(configs.choose(_device_name(device), key, tokens, fallback), k)
 
     def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None, empty):
         if self.activation_key is None:

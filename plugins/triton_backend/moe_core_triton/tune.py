@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import torch
 
@@ -77,15 +76,15 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     inter = torch.randn(rows, i, device=device).to(cfg.dtype)
     a2, a2_scale = kernel._quantize(inter, weights.a2_scale, new_empty)
     best = {}
-    limit = 128 if kernel.mode.scales == 2 else None
     gemms = {  # gemm: (A, its scales, B, its scales, zero points, global scales, N, K, gated)
         1: (a1, a1_scale, weights.w13, weights.w13_scale, weights.w13_zero, weights.w13_global_scale, i, h, True),
         2: (a2, a2_scale, weights.w2, weights.w2_scale, weights.w2_zero, weights.w2_global_scale, h, i, False),
     }
+    tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None)
     for gemm, (a, a_s, b, b_s, zero, global_scale, n, k, gated) in gemms.items():
         timings = []
         reference = None
-        for lc in dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(rows / cfg.num_experts, limit, kernel.weight_only is not None)):
+        for lc in dict.fromkeys(kernel.fit_block_k(c, k) for c in tried):
             table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
             launch = GemmLaunch(lc, kernel._gemm_launcher(lc, k, gated=gated, weighted=not gated, atomic=False))
             out = torch.zeros(rows, n, device=device, dtype=cfg.dtype)
@@ -110,12 +109,6 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {versus})", flush=True)
     return best
 
-
-def kernel_config(kernel: TritonKernel, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
-    """A candidate as the kernel would run it: weight-only schemes adjust BLOCK_K to their scale groups."""
-    if kernel.weight_only is None:
-        return lc
-    return replace(lc, BLOCK_K=kernel.weight_only.block_k(lc.BLOCK_K, k))
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ from moe_core.presets import model
 from moe_core.quant import GroupShape, QuantDtype, QuantKey, scheme
 from moe_core_triton import configs
 from moe_core_triton.kernel import TritonKernel
-from moe_core_triton.tune import candidates, kernel_config, tune_case
+from moe_core_triton.tune import candidates, tune_case
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -28,7 +28,7 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name):
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
     wo = kernel.weight_only is not None
-    per_gemm = {gemm: list(dict.fromkeys(kernel_config(kernel, c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
+    per_gemm = {gemm: list(dict.fromkeys(kernel.fit_block_k(c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
                 for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
@@ -45,6 +45,6 @@ def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
     cfg = model("tiny").config()
     lc = configs.LaunchConfig(16, 64, 64, 1, 4, 4)
     groups_of_48 = QuantKey(QuantDtype.INT4, GroupShape(1, 48), static=True, symmetric=True)
-    assert kernel_config(TritonKernel(cfg, groups_of_48, None), lc, 7168).BLOCK_K == 16  # a tile never straddles groups unevenly
-    assert kernel_config(TritonKernel(cfg, *scheme("nvfp4-w4a16").keys), lc, 256) == lc  # 4 whole groups of 16 per tile
-    assert kernel_config(TritonKernel(cfg, None, None), lc, 7168) is lc
+    assert TritonKernel(cfg, groups_of_48, None).fit_block_k(lc, 7168).BLOCK_K == 16  # a tile never straddles groups unevenly
+    assert TritonKernel(cfg, *scheme("nvfp4-w4a16").keys).fit_block_k(lc, 256) == lc  # 4 whole groups of 16 per tile
+    assert TritonKernel(cfg, None, None).fit_block_k(lc, 7168) is lc
