@@ -16,20 +16,13 @@ from moe_core.reference.kernel import ReferenceKernel
 from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
+from moe_core_triton.compile_check import layer_sizes
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
 DTYPES = [torch.float16, torch.bfloat16] if GPU else [torch.float16]
-FP4 = ("nvfp4-w4a16", "mxfp4")
-
-
-def odd_sizes(name: str) -> tuple[int, int]:
-    """Sizes that are no multiple of the tiles: K splits into partial tiles and a partial last scale group
-    (int and fp8 schemes, groups and blocks of 128); fp4 keeps K a multiple of its 16/32 group, as its
-    layout requires."""
-    return (224, 96) if name in FP4 else (200, 72)
 
 
 def problem(cfg, name, tokens, seed=0):
@@ -51,7 +44,7 @@ def against_reference(kernel_cls, cfg, name, weights, x, routing, **kw) -> float
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_odd_sizes_partial_groups_empty_experts_and_an_expert_map(name, dtype):
-    h, i = odd_sizes(name)
+    h, i = layer_sizes(name)  # no multiple of the tiles: partial K tiles and scale groups
     cfg = MoEConfig(8, 2, h, i, dtype=dtype, parallel=ParallelConfig(ep_size=2))
     weights, x, routing = problem(cfg, name, tokens=7)
     ids = torch.where(routing.topk_ids == 5, 6, routing.topk_ids)  # local expert 1 (global 5) gets no token
@@ -62,7 +55,7 @@ def test_odd_sizes_partial_groups_empty_experts_and_an_expert_map(name, dtype):
 
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_swiglu_clamp_and_gelu_stay_fused(name):
-    h, i = odd_sizes(name)
+    h, i = layer_sizes(name)  # no multiple of the tiles: partial K tiles and scale groups
     for cfg in (MoEConfig(4, 2, h, i, dtype=torch.float16, swiglu_limit=0.05), MoEConfig(4, 2, h, i, dtype=torch.float16, activation="gelu")):
         weights, x, routing = problem(cfg, name, tokens=3, seed=2)
         assert against_reference(TritonKernel, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
@@ -81,7 +74,7 @@ def test_a_wrong_scale_is_caught_so_the_comparison_is_not_vacuous():
 
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_batched_format(name):
-    h, i = odd_sizes(name)
+    h, i = layer_sizes(name)  # no multiple of the tiles: partial K tiles and scale groups
     cfg = MoEConfig(4, 1, h, i, dtype=torch.float16, parallel=ParallelConfig(use_batched_activation_format=True))
     weights = random_layer(cfg, quant.scheme(name), device=DEVICE, seed=3)
     g = torch.Generator().manual_seed(4)
