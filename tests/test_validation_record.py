@@ -85,3 +85,15 @@ def test_every_installed_record_points_at_a_log_in_the_repository():
             continue
         path = record.log.split(" ")[0]  # "tests/test_reference.py (every CI run)" names the file first
         assert (root / path).is_file(), f"{name}: validation log {record.log!r} is not a file in the repository"
+
+
+def test_the_validation_line_of_a_gpu_conformance_run(monkeypatch):
+    from moe_core.testing.conformance import validation_line
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    records = [{"scheme": "w4a16", "tokens": 1}, {"scheme": "w4a16", "tokens": 7}, {"scheme": "mxfp4", "skipped": "needs bf16"}]
+    line = validation_line(records, "torch")
+    assert line.startswith(f"validated: NVIDIA H100 80GB HBM3, torch {torch.__version__}, ")
+    assert line.endswith("['w4a16'] skipped: [('mxfp4', 'needs bf16')]")
+    with pytest.raises(AssertionError, match="no scheme ran"):  # nothing ran: nothing is validated
+        validation_line([{"scheme": "mxfp4", "skipped": "needs bf16"}], "torch")

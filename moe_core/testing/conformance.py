@@ -202,3 +202,17 @@ def check_numerics(
                 records.append({"scheme": sch.name, "format": fmt.value, "tokens": t, "rel_err": err, "tolerance": tol})
                 assert err <= tol, f"{backend} {sch.name} {fmt.value} T={t}: relative error {err:.3g} > {tol:.3g}"
     return records
+
+
+def validation_line(records: list[dict], package: str) -> str:
+    """After :func:`check_numerics` passed on this GPU: the facts for a backend's ``Validation`` record
+    (device, the provider's distribution and version, date, schemes run and skipped) on one line.
+    Raises AssertionError when no scheme ran, which would validate nothing."""
+    import datetime
+
+    from moe_core.platform import package_versions
+
+    ran = sorted({r["scheme"] for r in records if "skipped" not in r})
+    assert ran, f"no scheme ran: {records}"
+    skipped = [(r["scheme"], r["skipped"]) for r in records if "skipped" in r]
+    return f"validated: {torch.cuda.get_device_name()}, {package_versions(package)}, {datetime.date.today()}: {ran} skipped: {skipped}"

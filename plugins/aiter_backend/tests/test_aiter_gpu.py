@@ -7,14 +7,12 @@ backend's validation record is NOT_VALIDATED. On a machine where they pass, copy
 """
 
 import dataclasses
-import datetime
 import importlib.util
 
 import pytest
 import torch
 
 from moe_core.config import MoEConfig, ParallelConfig
-from moe_core.platform import package_versions
 from moe_core.presets import random_inputs
 from moe_core.testing import conformance
 from moe_core_aiter.kernel import AiterKernel
@@ -35,10 +33,7 @@ def reg():
 
 def test_numerics(reg):
     records = conformance.check_numerics(reg, "aiter", configs=[SMALL], tokens=TOKENS)
-    ran = [r for r in records if "skipped" not in r]
-    assert ran, records
-    print(f"validated: {torch.cuda.get_device_name()}, {package_versions('aiter')}, {datetime.date.today()}:",
-          sorted({r["scheme"] for r in ran}), "skipped:", [(r["scheme"], r["skipped"]) for r in records if "skipped" in r])
+    print(conformance.validation_line(records, "aiter"))
 
 
 def test_expert_map():

@@ -7,14 +7,12 @@ date) and the log's path into `Validation(...)` in moe_core_marlin/plugin.py.
 """
 
 import dataclasses
-import datetime
 import importlib.util
 
 import pytest
 import torch
 
 from moe_core.config import MoEConfig, ParallelConfig
-from moe_core.platform import package_versions
 from moe_core.presets import random_inputs
 from moe_core.routing import Routing
 from moe_core.testing import conformance
@@ -37,10 +35,7 @@ def reg():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_numerics(reg, dtype):
     records = conformance.check_numerics(reg, "marlin", configs=[dataclasses.replace(SMALL, dtype=dtype)], tokens=TOKENS)
-    ran = [r for r in records if "skipped" not in r]
-    assert ran, records
-    print(f"validated: {torch.cuda.get_device_name()}, {package_versions('vllm')}, {datetime.date.today()}:",
-          sorted({r["scheme"] for r in ran}), "skipped:", [(r["scheme"], r["skipped"]) for r in records if "skipped" in r])
+    print(conformance.validation_line(records, "vllm"))
 
 
 def test_all_tokens_on_two_experts_and_an_expert_map():
