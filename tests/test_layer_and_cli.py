@@ -1,5 +1,6 @@
 """MoELayer run-time shape fallback, and the moe-core command line."""
 
+import importlib.metadata
 import json
 import logging
 
@@ -93,7 +94,8 @@ def test_cli_list_and_doctor(capsys):
 def test_package_versions_names_each_distribution_of_an_import_package():
     from moe_core.platform import package_versions
 
-    assert package_versions("torch") == f"torch {torch.__version__}"
+    # the distribution's version, which can differ from torch.__version__ ("2.11.0" vs "2.11.0+cu130" on the GPU image)
+    assert package_versions("torch") == f"torch {importlib.metadata.version('torch')}"
     assert package_versions("no_such_package_here") == ""
 
 

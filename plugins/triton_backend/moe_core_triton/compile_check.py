@@ -1,7 +1,7 @@
 """Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
 
     python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
-        [--swap-ab] [--sizes 2048,768] [--stats]
+        [--swap-ab] [--split-k N] [--sizes 2048,768] [--stats]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
 recorded (kernel, argument specialization as Triton's JIT makes it, constexprs) is then compiled by
@@ -82,11 +82,12 @@ def layer_sizes(scheme_name: str) -> tuple[int, int]:
 
 def with_launch_fields(kernel_cls: type[TritonKernel], **fields) -> type[TritonKernel]:
     """``kernel_cls`` with ``fields`` of every :class:`LaunchConfig` it picks overridden (e.g. ``SWAP_AB=True``),
-    for checking variants the tuned data files may choose."""
+    for checking variants the tuned data files may choose; the kernel then adjusts them as it adjusts a data
+    file's (:meth:`TritonKernel.as_run`: the batched format runs without split K)."""
 
     class Overridden(kernel_cls):
-        def _config(self, *args, **kwargs) -> LaunchConfig:
-            return replace(super()._config(*args, **kwargs), **fields)
+        def _config(self, device, rows, n, k, gemm, tokens) -> LaunchConfig:
+            return self.as_run(replace(super()._config(device, rows, n, k, gemm, tokens), **fields), k)
 
     Overridden.__name__ = f"{kernel_cls.__name__}[{', '.join(f'{k}={v}' for k, v in fields.items())}]"
     return Overridden
@@ -142,6 +143,10 @@ def compile_launch(launch: Launch, arch: int):
 PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]", "st.shared": r"st\.shared"}
 
 
+#: The launch options --stats prints as a GEMM's tile, "BLOCK_M x BLOCK_N x BLOCK_K".
+TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+
+
 def ptx_stats(compiled) -> str:
     """Shared memory and the :data:`PTX_COUNTS` of a compiled kernel, on one line."""
     ptx = compiled.asm["ptx"]
@@ -165,6 +170,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     parser.add_argument("--batched", action="store_true", help="the batched-experts kernel")
     parser.add_argument("--swap-ab", action="store_true", help="every GEMM with SWAP_AB (the transposed product)")
+    parser.add_argument("--split-k", type=int, default=1, help="every GEMM's K loop split over this many programs")
     parser.add_argument("--sizes", help="hidden,intermediate of the layer (default: sizes that are no multiple of the tiles)")
     parser.add_argument("--stats", action="store_true", help="print each kernel's shared memory and PTX instruction counts")
     args = parser.parse_args(argv)
@@ -175,7 +181,7 @@ def main(argv=None) -> int:
     results: dict[Launch, str] = {}  # launch -> "ok" (with --stats: "ok <counts>") or "FAIL: <error>"
     for scheme_name in args.scheme.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
-            fields = {"SWAP_AB": True} if args.swap_ab else {}
+            fields = ({"SWAP_AB": True} if args.swap_ab else {}) | ({"SPLIT_K": args.split_k} if args.split_k > 1 else {})
             for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), sizes, **fields):
                 again = launch in results
                 if not again:
@@ -186,7 +192,7 @@ def main(argv=None) -> int:
                         results[launch] = f"FAIL: {describe(exc)}"
                 status, _, detail = results[launch].partition(" ")
                 options = dict(launch.options)
-                tiles = f" {options['BLOCK_M']}x{options['BLOCK_N']}x{options['BLOCK_K']}" if args.stats and "BLOCK_N" in options else ""
+                tiles = " " + "x".join(str(options[b]) for b in TILE) if args.stats and set(TILE) <= set(options) else ""
                 print(f"{status.rstrip(':'):4s}  {scheme_name} tokens={tokens} {launch.name}{tiles}{' (compiled above)' if again else ''}"
                       f"{': ' + detail if detail else ''}", flush=True)
     failed = sum(r.startswith("FAIL") for r in results.values())

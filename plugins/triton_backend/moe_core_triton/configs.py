@@ -2,7 +2,8 @@
 
 A data file ``configs/<device>.json`` (written by ``python -m moe_core_triton.tune``) maps a shape key
 ``"E=128,N=768,K=2048,scheme=unquantized,gemm=1"`` to ``{tokens: config}``; the entry with the
-nearest token count at or above the actual one is used (the largest otherwise).
+nearest token count at or above the actual one is used, else the nearest below, if within a factor of
+:data:`REACH`; otherwise the heuristic.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    """Tile sizes and launch options of one expert GEMM; ``SWAP_AB`` computes the transposed product
-    (weights as the MMA's first operand, see gemm.py), which data files may choose per token count."""
+    """Tile sizes and launch options of one expert GEMM, which data files may choose per token count:
+    ``SWAP_AB`` computes the transposed product (weights as the MMA's first operand) and ``SPLIT_K``
+    splits the K loop over that many programs (see gemm.py)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -27,6 +29,7 @@ class LaunchConfig:
     num_warps: int
     num_stages: int
     SWAP_AB: bool = False
+    SPLIT_K: int = 1
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,11 +66,19 @@ def heuristic(pairs: int, experts: int, n: int, k: int, quantized_8bit: bool, bl
     return LaunchConfig(128, 128, block_k, 8, 8, 3)
 
 
+#: A tuned entry serves token counts within this factor of the count it was tuned at; farther away (a
+#: table tuned only for decode, asked about prefill) the heuristic serves, since a tile picked for 64
+#: tokens can be several times slower at 4096 (measured on the H100, docs/benchmarks/weight-only-h100.md).
+REACH = 4
+
+
 def choose(device_name: str, key: str, tokens: int, fallback: LaunchConfig) -> LaunchConfig:
-    """The tuned config for (device, shape, tokens), else ``fallback``."""
-    table = _load(device_name).get(key)
-    if not table:
+    """The tuned config for (device, shape, tokens): of the entries tuned within :data:`REACH` times
+    ``tokens`` either way, the one at the nearest count at or above ``tokens``, else the nearest below;
+    ``fallback`` when there is none."""
+    table = _load(device_name).get(key) or {}
+    near = sorted(t for t in map(int, table) if tokens / REACH <= t <= tokens * REACH)
+    if not near:
         return fallback
-    sizes = sorted(int(t) for t in table)
-    pick = next((t for t in sizes if t >= tokens), sizes[-1])
+    pick = next((t for t in near if t >= tokens), near[-1])
     return LaunchConfig(**table[str(pick)])

@@ -15,6 +15,14 @@ accumulator back before the epilogue: with few tokens per expert the weight tile
 dimension instead of a mostly empty token tile. Weight tiles are then read as stored (K contiguous).
 Without it the compiled code is the same as before the option existed (checked on the PTX).
 
+``SPLIT_K`` (a launch-config choice too, standard format only; 1 unless a tuned data file picks more)
+splits each tile's K loop over SPLIT_K programs (grid axis 1), for decode, where one token's few
+experts give too few tiles to keep every SM streaming weights. The partial products are summed with
+float32 atomics, so the last bits of a result may differ from run to run: GEMM1 adds its scaled gate
+and up sums into a zeroed float32 [rows, 2N] buffer, and :func:`gated_rows_kernel` applies the gated
+activation to the sums afterwards; GEMM2 runs with ``ATOMIC_OUT``. Everything the epilogue does before
+the activation (scales, the routing weight) is linear, so it applies to each partial sum alike.
+
 Quantization (``SCALES``): 0 none; 1 per-tensor or per-row activation scales times per-tensor or
 per-channel weight scales, applied once after the K loop (fp8 and int8, int8 accumulating in
 int32); 2 block scales (activation groups of GROUP_K, weight blocks of GROUP_N x GROUP_K) applied
@@ -183,6 +191,7 @@ def moe_gemm_kernel(
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
@@ -240,7 +249,17 @@ def moe_gemm_kernel(
         b_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
         b_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // GROUP_N) * stride_bsn
 
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if SPLIT_K > 1:  # this program's share of the K tiles: [first, last), empty for trailing splits of a short K
+        per_split = tl.cdiv(k_tiles, SPLIT_K)
+        first = tl.program_id(1) * per_split
+        last = tl.minimum(first + per_split, k_tiles)
+        a_ptrs += first * BLOCK_K * stride_ak
+        b_ptrs += first * BYTES_K * stride_bk
+    else:
+        first = 0
+        last = k_tiles
+    for k in range(first, last):
         k_ok = offs_k < K - k * BLOCK_K
         if SWAP_AB:
             a = tl.load(a_ptrs, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
@@ -298,13 +317,31 @@ def moe_gemm_kernel(
                 out_up = out_up * a_s * b_s_up
             else:
                 out_up = out_up * a_s * b_s
-    if GATED:
-        out = gated(out, out_up, limit, ACT, CLAMP)
-    if MUL_ROUTED_WEIGHT:
-        w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
-        out = out * w[:, None]
-    c_ptrs = c_ptr + (ids // c_row_div)[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    if ATOMIC_OUT:  # GEMM2 summing the top-k rows of each token straight into a float32 output
-        tl.atomic_add(c_ptrs, out, mask=row_ok[:, None] & n_ok[None, :], sem="relaxed")
+    if GATED and SPLIT_K > 1:  # partial sums: gate columns [0, N), up columns [N, 2N); gated_rows_kernel follows
+        partial_ptrs = c_ptr + ids[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.atomic_add(partial_ptrs, out, mask=row_ok[:, None] & n_ok[None, :], sem="relaxed")
+        tl.atomic_add(partial_ptrs + N * stride_cn, out_up, mask=row_ok[:, None] & n_ok[None, :], sem="relaxed")
     else:
-        tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+        if GATED:
+            out = gated(out, out_up, limit, ACT, CLAMP)
+        if MUL_ROUTED_WEIGHT:
+            w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
+            out = out * w[:, None]
+        c_ptrs = c_ptr + (ids // c_row_div)[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        if ATOMIC_OUT:  # GEMM2 summing the top-k rows of each token (and split-K partials) into a float32 output
+            tl.atomic_add(c_ptrs, out, mask=row_ok[:, None] & n_ok[None, :], sem="relaxed")
+        else:
+            tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+
+@triton.jit
+def gated_rows_kernel(partial_ptr, out_ptr, N, limit, stride_pm, stride_om,
+                      ACT: tl.constexpr, CLAMP: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[row] = act(gate) * up from a split-K GEMM1's float32 sums [rows, 2N] (gate, then up); rows no
+    block wrote (dropped pairs) hold zeros and give zeros."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = cols < N
+    gate = tl.load(partial_ptr + row * stride_pm + cols, mask=ok, other=0.0)
+    up = tl.load(partial_ptr + row * stride_pm + N + cols, mask=ok, other=0.0)
+    out = gated(gate, up, limit, ACT, CLAMP)
+    tl.store(out_ptr + row * stride_om + cols, out.to(out_ptr.dtype.element_ty), mask=ok)

@@ -3,7 +3,8 @@
 Pipeline per forward: block table (device ops, no host sync) -> activation quantization (Triton,
 quantized schemes) -> GEMM1 with the token gather, both gate and up accumulators and the gated
 activation fused -> intermediate quantization -> GEMM2 with the router weight fused -> top-k
-reduction (standard format). No Python loop over experts.
+reduction (standard format). No Python loop over experts. A split-K launch config (gemm.py) adds a
+gated-activation pass after GEMM1 and sums GEMM2 with atomics instead of the top-k reduction.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from moe_core.support import Support
 from moe_core.weights import ExpertWeights
 from moe_core_triton import configs
 from moe_core_triton.blocks import BlockTable, batched_table, cdiv, standard_table
-from moe_core_triton.gemm import moe_gemm_kernel
+from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
 from moe_core_triton.launch import Launcher
 from moe_core_triton.quantize import quantize_activations
 from moe_core_triton.reduce import topk_sum
@@ -36,6 +37,8 @@ _FITS = Support.yes()
 #: MAX_SCRATCHES sets are kept per kernel (Mixtral-sized: under 3 MB each).
 REUSE_MAX_ROWS = 64
 MAX_SCRATCHES = 8
+#: Columns per program of the gated-activation pass after a split-K GEMM1.
+GATED_BLOCK_N = 1024
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,8 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
+        self._gated_rows = Launcher(gated_rows_kernel, num_warps=4, ACT=0 if config.activation is Activation.SILU else 1,
+                                    CLAMP=config.swiglu_limit is not None, BLOCK_N=GATED_BLOCK_N)
         self._scratches: dict[tuple, Scratch] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
@@ -188,37 +193,64 @@ class TritonKernel(MoEKernel):
             a_in = x
             tokens = x.shape[0]
             rows, row_div = tokens * cfg.top_k, cfg.top_k
-        i, h = cfg.intermediate_size, cfg.hidden_size
         device = x.device
 
         weighted = not (batched or apply_router_weight_on_input)
-        atomic = self.reduce == "atomic" and not batched
-        empty = self._scratch(device, rows, tokens) if not (batched or atomic) else new_empty
+        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, batched)
+        empty = self._scratch(device, rows, tokens) if not batched else new_empty
         if not batched:
             table_for = lambda bm, errs: standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, bm, expert_map, errs, empty=empty)  # noqa: E731
-        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, atomic)
         table1 = table_for(g1.config.BLOCK_M, errors)  # invalid routing is counted by the first table only
         table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2.config.BLOCK_M, None)
 
         a1, a1_scale = self._quantize(a_in, weights.a13_scale, empty)
-        inter = torch.zeros((rows, i), dtype=cfg.dtype, device=device) if self._zero_intermediate else empty((rows, i), cfg.dtype, device)
-        self._gemm(g1, a1, a1_scale, weights.w13, weights.w13_scale, inter, table1, row_div=row_div, up_offset=i,
-                   zero=weights.w13_zero, global_scale=weights.w13_global_scale)
+        inter = self._run_gemm1(g1, a1, a1_scale, weights, table1, rows, row_div, empty)
         a2, a2_scale = self._quantize(inter, weights.a2_scale, empty)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
-        if atomic:
+        return self._run_gemm2(g2, a2, a2_scale, weights, table2, routing, topk_weights, expert_map, empty, x.shape if batched else None)
+
+    def _run_gemm1(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable, rows: int, row_div: int, empty):
+        """GEMM1 with its gated activation: the intermediate [rows, I] (a split-K launch sums into a float32
+        buffer first, then :func:`gated_rows_kernel` applies the activation)."""
+        cfg, i = self.config, self.config.intermediate_size
+        device = a.device
+        w = dict(zero=weights.w13_zero, global_scale=weights.w13_global_scale)
+        if g.config.SPLIT_K == 1:
+            inter = torch.zeros((rows, i), dtype=cfg.dtype, device=device) if self._zero_intermediate else empty((rows, i), cfg.dtype, device)
+            self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, inter, table, row_div=row_div, up_offset=i, **w)
+            return inter
+        partial = empty((rows, 2 * i), torch.float32, device).zero_()
+        self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, partial, table, row_div=row_div, up_offset=i, n=i, **w)
+        inter = empty((rows, i), cfg.dtype, device)
+        self._gated_rows((rows, cdiv(i, GATED_BLOCK_N)), partial, inter, i, cfg.swiglu_limit or 0.0, partial.stride(0), inter.stride(0))
+        return inter
+
+    def _run_gemm2(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable, routing, topk_weights, expert_map,
+                   empty, batched_shape: torch.Size | None):
+        """GEMM2 with the router weight (``topk_weights``, None if not applied here) and the top-k reduction:
+        the layer's output, [tokens, H], or ``batched_shape`` for the batched format (rows past the counts are 0)."""
+        cfg, h = self.config, self.config.hidden_size
+        rows, device = a.shape[0], a.device
+        w = dict(topk_weights=topk_weights, zero=weights.w2_zero, global_scale=weights.w2_global_scale)
+        if batched_shape is not None:
+            out_rows = torch.zeros((rows, h), dtype=cfg.dtype, device=device)
+            self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out_rows, table, row_div=1, **w)
+            return out_rows.view(batched_shape)
+        tokens = rows // cfg.top_k
+        if self._atomic(g.config, batched=False):
             out = torch.zeros((tokens, h), dtype=torch.float32, device=device)
-            self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out, table2, row_div=1, topk_weights=topk_weights, c_row_div=cfg.top_k,
-                       zero=weights.w2_zero, global_scale=weights.w2_global_scale)
+            self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out, table, row_div=1, c_row_div=cfg.top_k, **w)
             return out.to(cfg.dtype)
-        out_rows = torch.zeros((rows, h), dtype=cfg.dtype, device=device) if batched else empty((rows, h), cfg.dtype, device)  # batched: rows past counts are 0
-        self._gemm(g2, a2, a2_scale, weights.w2, weights.w2_scale, out_rows, table2, row_div=1, topk_weights=topk_weights,
-                   zero=weights.w2_zero, global_scale=weights.w2_global_scale)
-        if batched:
-            return out_rows.view(x.shape)
+        out_rows = empty((rows, h), cfg.dtype, device)
+        self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out_rows, table, row_div=1, **w)
         if not self.count_routing_errors:
             return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
         return topk_sum(out_rows, routing.topk_ids, cfg.num_experts, cfg.local_num_experts, expert_map)
+
+    def _atomic(self, gemm2: configs.LaunchConfig, batched: bool) -> bool:
+        """Whether GEMM2 adds into a float32 [tokens, H] output (the "atomic" reduction, or split K) instead of
+        writing one row per pair for the top-k sum."""
+        return not batched and (self.reduce == "atomic" or gemm2.SPLIT_K > 1)
 
     def _scratch(self, device: torch.device, rows: int, tokens: int):
         """The ``empty`` of a standard-format forward: a reused :class:`Scratch` for small forwards
@@ -233,20 +265,25 @@ class TritonKernel(MoEKernel):
             scratch = self._scratches[key] = Scratch()
         return scratch.rewind().empty
 
-    def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, atomic: bool) -> tuple[GemmLaunch, GemmLaunch]:
+    def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool) -> tuple[GemmLaunch, GemmLaunch]:
         """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,
-        atomic) and then cached."""
-        key = (device, rows, tokens, weighted, atomic)
+        batched) and then cached."""
+        key = (device, rows, tokens, weighted, batched)
         found = self._plans.get(key)
         if found is None:
             if len(self._plans) >= 4096:  # token counts are bounded in practice; stay bounded anyway
                 self._plans.clear()
             i, h = self.config.intermediate_size, self.config.hidden_size
-            c1 = self._config(device, rows, i, h, gemm=1, tokens=tokens)
-            c2 = self._config(device, rows, h, i, gemm=2, tokens=tokens)
-            found = self._plans[key] = (GemmLaunch(c1, self._gemm_launcher(c1, h, gated=True, weighted=False, atomic=False)),
-                                        GemmLaunch(c2, self._gemm_launcher(c2, i, gated=False, weighted=weighted, atomic=atomic)))
+            found = self._plans[key] = (self.gemm_launch(self._config(device, rows, i, h, gemm=1, tokens=tokens), 1, weighted, batched),
+                                        self.gemm_launch(self._config(device, rows, h, i, gemm=2, tokens=tokens), 2, weighted, batched))
         return found
+
+    def gemm_launch(self, lc: configs.LaunchConfig, gemm: int, weighted: bool, batched: bool) -> GemmLaunch:
+        """GEMM ``gemm`` (1 or 2) of this layer launched with ``lc`` as a forward launches it (for the tuner too)."""
+        k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
+        if gemm == 1:
+            return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=True, weighted=False, atomic=False))
+        return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=False, weighted=weighted, atomic=self._atomic(lc, batched)))
 
     def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool) -> Launcher:
         """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
@@ -263,6 +300,7 @@ class TritonKernel(MoEKernel):
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
+            SPLIT_K=lc.SPLIT_K,
         )
 
     @property
@@ -270,9 +308,9 @@ class TritonKernel(MoEKernel):
         """The largest BLOCK_K block scales allow (one 128-wide scale group per K step), None if any."""
         return 128 if self.mode.scales == 2 else None
 
-    def fit_block_k(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
-        """``lc`` as this kernel runs it for reduction size ``k``: weight-only schemes take a BLOCK_K whose
-        tiles never straddle two scale groups unevenly."""
+    def as_run(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
+        """``lc`` as this kernel runs it for reduction size ``k`` (tuned files and tuner candidates pass through
+        here): weight-only schemes take a BLOCK_K whose tiles never straddle two scale groups unevenly."""
         if self.weight_only is None:
             return lc
         return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
@@ -281,7 +319,7 @@ class TritonKernel(MoEKernel):
         quantized_8bit = self.activation_key is not None  # 8-bit MMA operands (weight-only schemes run 16-bit MMA)
         fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit)
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
-        return self.fit_block_k(configs.choose(_device_name(device), key, tokens, fallback), k)
+        return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k)
 
     def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None, empty):
         if self.activation_key is None:
@@ -289,17 +327,18 @@ class TritonKernel(MoEKernel):
         return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None, empty=empty)
 
     def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable, *, row_div: int, up_offset: int = 0,
-              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None):
+              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None, n: int | None = None):
         """One expert GEMM over ``table`` into ``c`` (GEMM1: ``up_offset`` = I, the up rows of w13); ``zero`` and
-        ``global_scale``: a weight-only scheme's zero points (shaped like ``b_scale``) and per-expert scales."""
-        n = c.shape[1]
+        ``global_scale``: a weight-only scheme's zero points (shaped like ``b_scale``) and per-expert scales;
+        ``n``: the GEMM's N when ``c`` is wider (a split-K GEMM1's [rows, 2N] partial sums)."""
+        n = n or c.shape[1]
         lc = g.config
         a_s = a_scale if a_scale is not None else c  # placeholders are never read when SCALES == 0
         b_s = b_scale if b_scale is not None else c
         a_strides = a_s.stride() if a_scale is not None else (0, 0)
         b_strides = b_s.stride() if b_scale is not None else (0, 0, 0)
         g.launch(
-            (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N),),
+            (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N), lc.SPLIT_K),
             a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c, table.buffer,
             zero if zero is not None else c, global_scale if global_scale is not None else c,
             table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
@@ -311,3 +350,7 @@ class TritonBatchedKernel(TritonKernel):
     """The same kernels for the BATCHED_EXPERTS activation format."""
 
     backend_name = "triton_batched"
+
+    def as_run(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
+        """As for the standard format, without split K: the batched GEMM2 writes rows, it sums nothing."""
+        return replace(super().as_run(lc, k), SPLIT_K=1)

@@ -12,6 +12,7 @@ candidate's before it is timed.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -25,7 +26,7 @@ from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton import configs
 from moe_core_triton.blocks import standard_table
-from moe_core_triton.kernel import GemmLaunch, TritonKernel
+from moe_core_triton.kernel import TritonKernel
 from moe_core_triton.scratch import new_empty
 
 _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
@@ -36,7 +37,8 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
 def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False) -> list[configs.LaunchConfig]:
     """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average. SWAP_AB
     (the transposed product) is tried for few rows per expert, and at every size for weight-only schemes,
-    whose dequantized weights can then feed the MMA from registers."""
+    whose dequantized weights can then feed the MMA from registers; split K (2 and 4) for decode, at most
+    8 rows per expert, where one token's experts give too few tiles to keep every SM busy."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -46,11 +48,12 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     else:
         block_ms = (64, 128)
     swaps = (False, True) if rows_per_expert <= 32 or weight_only else (False,)
+    splits = (1, 2, 4) if rows_per_expert <= 8 else (1,)
     out = []
-    for bm, (bn, bk, warps, stages), swap in itertools.product(block_ms, _TILES, swaps):
+    for bm, (bn, bk, warps, stages), swap, split in itertools.product(block_ms, _TILES, swaps, splits):
         if block_k_limit is not None and bk > block_k_limit:
             continue
-        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap))
+        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split))
     return out
 
 
@@ -63,8 +66,10 @@ def cuda_median_seconds(run) -> float:
 
 def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda",
               timer: Callable[[Callable[[], None]], float] = cuda_median_seconds) -> dict[int, configs.LaunchConfig]:
-    """Best config per GEMM (1, 2) for one (shape, scheme, token count), each GEMM launched as the layer
-    launches it (weight-only zero points and global scales included); ``timer(run)`` -> seconds."""
+    """Best config per GEMM (1, 2) for one (shape, scheme, token count). Each candidate runs its GEMM step as
+    a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with its gated activation, GEMM2 with
+    the router weight and the top-k reduction, so split-K candidates pay for their extra pass and atomics.
+    ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
@@ -73,42 +78,55 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     rows = tokens * cfg.top_k
     i, h = cfg.intermediate_size, cfg.hidden_size
     a1, a1_scale = kernel._quantize(x, weights.a13_scale, new_empty)
-    inter = torch.randn(rows, i, device=device).to(cfg.dtype)
-    a2, a2_scale = kernel._quantize(inter, weights.a2_scale, new_empty)
-    best = {}
-    gemms = {  # gemm: (A, its scales, B, its scales, zero points, global scales, N, K, gated)
-        1: (a1, a1_scale, weights.w13, weights.w13_scale, weights.w13_zero, weights.w13_global_scale, i, h, True),
-        2: (a2, a2_scale, weights.w2, weights.w2_scale, weights.w2_zero, weights.w2_global_scale, h, i, False),
+    a2, a2_scale = kernel._quantize(torch.randn(rows, i, device=device).to(cfg.dtype), weights.a2_scale, new_empty)
+    steps = {  # gemm: (its reduction size, its step given a GemmLaunch and a block table)
+        1: (h, lambda g, table: kernel._run_gemm1(g, a1, a1_scale, weights, table, rows, cfg.top_k, new_empty)),
+        2: (i, lambda g, table: kernel._run_gemm2(g, a2, a2_scale, weights, table, routing, routing.topk_weights, None, new_empty, None)),
     }
     tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None)
-    for gemm, (a, a_s, b, b_s, zero, global_scale, n, k, gated) in gemms.items():
+    best = {}
+    for gemm, (k, step) in steps.items():
         timings = []
         reference = None
-        for lc in dict.fromkeys(kernel.fit_block_k(c, k) for c in tried):
+        for lc in dict.fromkeys(kernel.as_run(c, k) for c in tried):
             table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
-            launch = GemmLaunch(lc, kernel._gemm_launcher(lc, k, gated=gated, weighted=not gated, atomic=False))
-            out = torch.zeros(rows, n, device=device, dtype=cfg.dtype)
-            run = lambda: kernel._gemm(launch, a, a_s, b, b_s, out, table, row_div=cfg.top_k if gated else 1,  # noqa: E731
-                                       up_offset=i if gated else 0, topk_weights=None if gated else routing.topk_weights,
-                                       zero=zero, global_scale=global_scale)
+            launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False)
+            run = functools.partial(step, launch, table)
             try:
-                run()
+                out = run()
             except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: not a candidate
                 print(f"  skip {lc}: {type(exc).__name__}", file=sys.stderr)
                 continue
             if reference is None:
-                reference = out.clone()
+                reference = out.float()
             else:
-                drift = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
+                drift = ((out.float() - reference).norm() / reference.norm()).item()
                 if drift > 1e-2:
                     raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
             timings.append((timer(run), lc))
         seconds, best[gemm] = min(timings, key=lambda t: t[0])
-        fastest = {swap: min(t for t, lc in timings if lc.SWAP_AB is swap) for swap in {lc.SWAP_AB for _, lc in timings}}
-        versus = ", ".join(f"{'swapped' if swap else 'unswapped'} {t * 1e6:.1f} us" for swap, t in sorted(fastest.items()))
-        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {versus})", flush=True)
+        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {fastest_by_variant(timings)})",
+              flush=True)
     return best
 
+
+def fastest_by_variant(timings: list[tuple[float, configs.LaunchConfig]]) -> str:
+    """The fastest time of each (SWAP_AB, SPLIT_K) variant among ``timings``, e.g. "unswapped 30.1 us,
+    swapped split 2 28.0 us", so the log shows what each option is worth at this size."""
+    fastest: dict[tuple[bool, int], float] = {}
+    for seconds, lc in timings:
+        variant = (lc.SWAP_AB, lc.SPLIT_K)
+        fastest[variant] = min(seconds, fastest.get(variant, seconds))
+    return ", ".join(f"{'swapped' if swap else 'unswapped'}{f' split {split}' if split > 1 else ''} {t * 1e6:.1f} us"
+                     for (swap, split), t in sorted(fastest.items()))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename, so a tuning run stopped at any moment leaves the
+    previous complete file or the new one, never half of it."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def main(argv=None) -> int:
@@ -126,7 +144,7 @@ def main(argv=None) -> int:
         for gemm, lc in best.items():
             n, k = (cfg.intermediate_size, cfg.hidden_size) if gemm == 1 else (cfg.hidden_size, cfg.intermediate_size)
             data.setdefault(configs.shape_key(cfg.num_experts, n, k, scheme_name, gemm), {})[str(tokens)] = lc.to_dict()
-        path.write_text(json.dumps(data, indent=1, sort_keys=True))
+        write_atomically(path, json.dumps(data, indent=1, sort_keys=True))
     print(f"wrote {path}")
     return 0
 

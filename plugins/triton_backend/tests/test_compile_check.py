@@ -25,20 +25,22 @@ def compile_check(*args: str, script: str | None = None) -> subprocess.Completed
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
 
 
-@pytest.mark.parametrize("arch, batched, schemes, tokens, dtype, swap", [
-    (90, False, STANDARD_SCHEMES, "1,300", "bfloat16", False),  # H100: two tile sizes per GEMM
-    (90, True, BATCHED_SCHEMES, "1", "bfloat16", False),
-    (90, False, STANDARD_SCHEMES, "1", "bfloat16", True),  # the transposed product tuned files may pick
-    (80, False, ("unquantized",) + WEIGHT_ONLY_SCHEMES, "1", "float16", False),  # A100, which the weight-only schemes claim
-], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm80-weight-only"])
-def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, dtype, swap):
+@pytest.mark.parametrize("arch, batched, schemes, tokens, dtype, options", [
+    (90, False, STANDARD_SCHEMES, "1,300", "bfloat16", []),  # H100: two tile sizes per GEMM
+    (90, True, BATCHED_SCHEMES, "1", "bfloat16", []),
+    (90, False, STANDARD_SCHEMES, "1", "bfloat16", ["--swap-ab", "--stats"]),  # the transposed product tuned files may pick
+    (90, False, STANDARD_SCHEMES, "1", "bfloat16", ["--split-k", "2"]),  # split K (and its gated pass), which they may pick too
+    (80, False, ("unquantized",) + WEIGHT_ONLY_SCHEMES, "1", "float16", []),  # A100, which the weight-only schemes claim
+], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm80-weight-only"])
+def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, dtype, options):
     args = ["--arch", str(arch), "--scheme", ",".join(schemes), "--tokens", tokens, "--dtype", dtype]
-    args += (["--batched"] if batched else []) + (["--swap-ab", "--stats"] if swap else [])
+    args += (["--batched"] if batched else []) + options
     done = compile_check(*args)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert all(f"{s} tokens=1 moe_gemm_kernel" in done.stdout for s in schemes)  # each scheme's GEMMs were compiled
     assert f"compiled for sm_{arch}" in done.stdout
-    if swap:  # the point of the transposed product: 16-token tiles on Hopper's wgmma instead of mma.sync
+    assert ("gated_rows_kernel" in done.stdout) == ("--split-k" in options)
+    if "--swap-ab" in options:  # the point of the transposed product: 16-token tiles on Hopper's wgmma instead of mma.sync
         gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line]
         assert gemms and all("wgmma=0" not in line and "mma.sync=0" in line for line in gemms), gemms
 

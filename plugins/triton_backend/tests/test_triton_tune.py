@@ -2,6 +2,7 @@
 candidate; on a CPU it runs in the interpreter with a stand-in timer (timing itself needs CUDA events)."""
 
 import itertools
+import json
 
 import pytest
 import torch
@@ -28,7 +29,7 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name):
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
     wo = kernel.weight_only is not None
-    per_gemm = {gemm: list(dict.fromkeys(kernel.fit_block_k(c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
+    per_gemm = {gemm: list(dict.fromkeys(kernel.as_run(c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
                 for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
@@ -45,6 +46,23 @@ def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
     cfg = model("tiny").config()
     lc = configs.LaunchConfig(16, 64, 64, 1, 4, 4)
     groups_of_48 = QuantKey(QuantDtype.INT4, GroupShape(1, 48), static=True, symmetric=True)
-    assert TritonKernel(cfg, groups_of_48, None).fit_block_k(lc, 7168).BLOCK_K == 16  # a tile never straddles groups unevenly
-    assert TritonKernel(cfg, *scheme("nvfp4-w4a16").keys).fit_block_k(lc, 256) == lc  # 4 whole groups of 16 per tile
-    assert TritonKernel(cfg, None, None).fit_block_k(lc, 7168) is lc
+    assert TritonKernel(cfg, groups_of_48, None).as_run(lc, 7168).BLOCK_K == 16  # a tile never straddles groups unevenly
+    assert TritonKernel(cfg, *scheme("nvfp4-w4a16").keys).as_run(lc, 256) == lc  # 4 whole groups of 16 per tile
+    assert TritonKernel(cfg, None, None).as_run(lc, 7168) is lc
+
+
+def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    from moe_core_triton import tune
+
+    path = tmp_path / "gpu.json"
+    kept = {"E=8,N=1,K=1,scheme=other,gemm=1": {"1": configs.LaunchConfig(16, 32, 64, 1, 4, 4).to_dict()}}
+    path.write_text(json.dumps(kept))
+    picked = configs.LaunchConfig(16, 64, 128, 1, 4, 5, True)
+    monkeypatch.setattr(tune, "tune_case", lambda preset, scheme_name, tokens: {1: picked, 2: picked})
+    assert tune.main(["--preset", "tiny", "--scheme", "w4a16", "--tokens", "1,16", "--out", str(path)]) == 0
+    data = json.loads(path.read_text())
+    cfg = model("tiny").config()
+    gemm1 = configs.shape_key(cfg.num_experts, cfg.intermediate_size, cfg.hidden_size, "w4a16", 1)
+    assert data[gemm1] == {"1": picked.to_dict(), "16": picked.to_dict()}
+    assert set(data) == set(kept) | {gemm1, configs.shape_key(cfg.num_experts, cfg.hidden_size, cfg.intermediate_size, "w4a16", 2)}
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]

@@ -1,0 +1,46 @@
+"""Which tuned entry serves a token count: the nearest at or above, else below, within configs.REACH;
+the heuristic beyond (a table tuned for decode only must not serve prefill)."""
+
+import pytest
+
+from moe_core_triton import configs
+
+KEY = "E=128,N=768,K=2048,scheme=w8a16,gemm=1"
+FALLBACK = configs.LaunchConfig(128, 128, 64, 8, 8, 3)
+
+
+def tuned(*token_counts: int) -> dict:
+    """A data file with KEY tuned at ``token_counts``; each entry's BLOCK_N records its count."""
+    return {KEY: {str(t): configs.LaunchConfig(16, t, 64, 1, 4, 4).to_dict() for t in token_counts}}
+
+
+@pytest.mark.parametrize("tokens, tuned_at, served_by", [
+    (16, (1, 16, 64, 256, 1024, 4096), 16),  # an exact entry
+    (100, (1, 16, 64, 256, 1024, 4096), 256),  # between entries: the one at or above
+    (5000, (1, 16, 64, 256, 1024, 4096), 4096),  # above the table, within reach: the largest
+    (2, (1, 16, 64), 1),  # 16 is out of reach (8x): the entry below
+    (256, (1, 16, 64), 64),  # decode-only table, 4x above its largest entry
+    (1024, (4096,), 4096),  # prefill-only table, 4x below its smallest entry
+    (4096, (1, 16, 64), None),  # decode-only table asked about prefill: the heuristic
+    (256, (4096,), None),  # 16x below: the heuristic
+])
+def test_a_tuned_entry_serves_token_counts_within_reach(monkeypatch, tokens, tuned_at, served_by):
+    monkeypatch.setattr(configs, "_load", lambda device: tuned(*tuned_at))
+    picked = configs.choose("gpu", KEY, tokens, FALLBACK)
+    assert picked == (FALLBACK if served_by is None else configs.LaunchConfig(16, served_by, 64, 1, 4, 4))
+
+
+def test_an_untuned_shape_or_device_gets_the_fallback(monkeypatch):
+    monkeypatch.setattr(configs, "_load", lambda device: tuned(16))
+    assert configs.choose("gpu", KEY.replace("gemm=1", "gemm=2"), 16, FALLBACK) is FALLBACK
+    monkeypatch.setattr(configs, "_load", lambda device: {})
+    assert configs.choose("gpu", KEY, 16, FALLBACK) is FALLBACK
+
+
+def test_the_shipped_h100_file_loads_and_serves_its_own_token_counts():
+    name = "NVIDIA H100 80GB HBM3"
+    data = configs._load(name)
+    assert data, "the H100 data file is missing"
+    for key, table in data.items():
+        for tokens, entry in table.items():
+            assert configs.choose(name, key, int(tokens), FALLBACK) == configs.LaunchConfig(**entry)
