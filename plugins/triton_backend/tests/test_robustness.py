@@ -21,6 +21,7 @@ from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
 from moe_core.testing import conformance
 from moe_core_triton.blocks import _large_table, _small_table
+from moe_core_triton.compile_check import with_launch_fields
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 
 GPU = torch.cuda.is_available()
@@ -81,7 +82,8 @@ def _problem(name, ep=1, tokens=6):
 
 @pytest.mark.parametrize("name", ["unquantized", "fp8-block", "fp8-tensor-dyn", "int8"])
 @pytest.mark.parametrize("with_map", [False, True])
-def test_forward_drops_invalid_pairs_and_counts_them(name, with_map):
+@pytest.mark.parametrize("kernel_cls", [TritonKernel, with_launch_fields(TritonKernel, SPLIT_K=3)], ids=["unsplit", "split-k"])
+def test_forward_drops_invalid_pairs_and_counts_them(name, with_map, kernel_cls):
     cfg, sch, raw, x, routing = _problem(name, ep=2 if with_map else 1)
     ids = routing.topk_ids.clone()
     ids[0, 0], ids[2, 1], ids[3, 0] = cfg.num_experts, -5, 2**31 - 1
@@ -89,7 +91,7 @@ def test_forward_drops_invalid_pairs_and_counts_them(name, with_map):
     if with_map:
         expert_map = torch.tensor([0, 1, 2, 3, -1, -1, -1, 9], device=DEVICE)  # entry 7 out of range
     bad_routing = Routing(ids, routing.topk_weights)
-    kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+    kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
     got = kernel.forward(x, kernel.prepare_weights(raw), bad_routing, expert_map=expert_map, apply_router_weight_on_input=False)
     oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
     counter = RoutingErrorCounter("", "")
