@@ -31,6 +31,16 @@ class LaunchConfig:
     SWAP_AB: bool = False
     SPLIT_K: int = 1
 
+    def __post_init__(self):
+        for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 16 or value & (value - 1):
+                raise ValueError(f"LaunchConfig.{name} must be a power of two >= 16, got {value!r}: fix or re-tune the entry")
+        for name in ("GROUP_M", "num_warps", "num_stages", "SPLIT_K"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"LaunchConfig.{name} must be a positive int, got {value!r}: fix or re-tune the entry")
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -10,8 +10,8 @@ FALLBACK = configs.LaunchConfig(128, 128, 64, 8, 8, 3)
 
 
 def tuned(*token_counts: int) -> dict:
-    """A data file with KEY tuned at ``token_counts``; each entry's BLOCK_N records its count."""
-    return {KEY: {str(t): configs.LaunchConfig(16, t, 64, 1, 4, 4).to_dict() for t in token_counts}}
+    """A data file with KEY tuned at ``token_counts``; each entry's num_stages records its count."""
+    return {KEY: {str(t): configs.LaunchConfig(16, 64, 64, 1, 4, t).to_dict() for t in token_counts}}
 
 
 @pytest.mark.parametrize("tokens, tuned_at, served_by", [
@@ -27,7 +27,7 @@ def tuned(*token_counts: int) -> dict:
 def test_a_tuned_entry_serves_token_counts_within_reach(monkeypatch, tokens, tuned_at, served_by):
     monkeypatch.setattr(configs, "_load", lambda device: tuned(*tuned_at))
     picked = configs.choose("gpu", KEY, tokens, FALLBACK)
-    assert picked == (FALLBACK if served_by is None else configs.LaunchConfig(16, served_by, 64, 1, 4, 4))
+    assert picked == (FALLBACK if served_by is None else configs.LaunchConfig(16, 64, 64, 1, 4, served_by))
 
 
 def test_an_untuned_shape_or_device_gets_the_fallback(monkeypatch):
@@ -44,3 +44,10 @@ def test_the_shipped_h100_file_loads_and_serves_its_own_token_counts():
     for key, table in data.items():
         for tokens, entry in table.items():
             assert configs.choose(name, key, int(tokens), FALLBACK) == configs.LaunchConfig(**entry)
+
+
+@pytest.mark.parametrize("field, value", [("BLOCK_M", 24), ("BLOCK_K", 8), ("BLOCK_N", "64"), ("SPLIT_K", 0), ("num_warps", -4)])
+def test_a_broken_entry_is_refused_with_the_field_it_breaks(field, value):
+    entry = configs.LaunchConfig(16, 64, 64, 1, 4, 4).to_dict() | {field: value}
+    with pytest.raises(ValueError, match=f"LaunchConfig.{field} must be"):
+        configs.LaunchConfig(**entry)
