@@ -16,6 +16,7 @@ import functools
 import itertools
 import json
 import sys
+import time
 from pathlib import Path
 
 from collections.abc import Callable
@@ -86,6 +87,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None)
     best = {}
     for gemm, (k, step) in steps.items():
+        started = time.monotonic()
         timings = []
         reference = None
         for lc in dict.fromkeys(kernel.as_run(c, k) for c in tried):
@@ -105,8 +107,8 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
                     raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
             timings.append((timer(run), lc))
         seconds, best[gemm] = min(timings, key=lambda t: t[0])
-        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {fastest_by_variant(timings)})",
-              flush=True)
+        print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {fastest_by_variant(timings)}; "
+              f"{len(timings)} candidates in {time.monotonic() - started:.0f} s)", flush=True)
     return best
 
 
