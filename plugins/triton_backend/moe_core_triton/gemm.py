@@ -333,6 +333,7 @@ def moe_gemm_kernel(
         else:
             tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
 
+
 @triton.jit
 def gated_rows_kernel(partial_ptr, out_ptr, N, limit, stride_pm, stride_om,
                       ACT: tl.constexpr, CLAMP: tl.constexpr, BLOCK_N: tl.constexpr):
