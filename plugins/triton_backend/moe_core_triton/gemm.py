@@ -191,7 +191,7 @@ def moe_gemm_kernel(
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
@@ -260,13 +260,18 @@ def moe_gemm_kernel(
         first = 0
         last = k_tiles
     for k in range(first, last):
-        k_ok = offs_k < K - k * BLOCK_K
+        if EVEN_K:  # every K tile is whole: no mask along K, so the copies of a row's bytes vectorize
+            k_ok = tl.full((BLOCK_K,), True, tl.int1)
+            byte_ok = tl.full((BYTES_K,), True, tl.int1)
+        else:
+            k_ok = offs_k < K - k * BLOCK_K
+            byte_ok = offs_byte < (K - k * BLOCK_K) // (2 if W_PACKED else 1)  # packed: K is even
         if SWAP_AB:
             a = tl.load(a_ptrs, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
         else:
             a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         if STORED:
-            b_ok = n_ok[:, None] & (offs_byte < (K - k * BLOCK_K) // (2 if W_PACKED else 1))[None, :]  # packed: K is even
+            b_ok = n_ok[:, None] & byte_ok[None, :]
             b = stored_weight_tile(b_ptrs, b_ok, a.dtype, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale,
                                    W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N)
             if not SWAP_AB:

@@ -300,7 +300,7 @@ class TritonKernel(MoEKernel):
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
-            SPLIT_K=lc.SPLIT_K,
+            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0,
         )
 
     @property

@@ -11,6 +11,7 @@ from moe_core.presets import model
 from moe_core.quant import GroupShape, QuantDtype, QuantKey, scheme
 from moe_core_triton import configs
 from moe_core_triton.kernel import TritonKernel
+from moe_core_triton import tune
 from moe_core_triton.tune import candidates, tune_case
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -18,11 +19,9 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 @pytest.mark.parametrize("name", ["unquantized", "w4a16-zp", "nvfp4-w4a16"])
 def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch):
-    from moe_core_triton import tune
-
     monkeypatch.setattr(tune, "_TILES", tune._TILES[:2])  # every variant (swapped, split) of two tiles: 12 per GEMM
     timed = []
-    times = itertools.count(100, -1)  # each candidate is "faster" than the one before: the last one wins
+    times = (100 * 0.9 ** i for i in itertools.count())  # each candidate 10% "faster" than the one before: the last wins
 
     def timer(run):
         timed.append(run)
@@ -36,6 +35,16 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
                 for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
+
+
+def test_a_split_k_config_is_chosen_only_when_it_is_clearly_faster():
+    plain, swapped = configs.LaunchConfig(16, 64, 128, 1, 4, 4), configs.LaunchConfig(16, 64, 128, 1, 4, 4, SWAP_AB=True)
+    split = configs.LaunchConfig(16, 64, 128, 1, 4, 4, SPLIT_K=2)
+    margin = 1 + tune.SPLIT_K_MARGIN
+    assert tune.fastest([(12.0, plain), (10.0, split), (10.2, swapped)]) == (10.2, swapped)  # within the margin
+    assert tune.fastest([(10.0 * margin + 0.1, plain), (10.0, split)]) == (10.0, split)
+    assert tune.fastest([(10.0, split)]) == (10.0, split)  # no unsplit candidate ran
+    assert tune.fastest([(9.0, plain), (10.0, swapped)]) == (9.0, plain)
 
 
 def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_or_weight_only_schemes():
@@ -55,8 +64,6 @@ def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
 
 
 def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
-    from moe_core_triton import tune
-
     path = tmp_path / "gpu.json"
     kept = {"E=8,N=1,K=1,scheme=other,gemm=1": {"1": configs.LaunchConfig(16, 32, 64, 1, 4, 4).to_dict()}}
     path.write_text(json.dumps(kept))
