@@ -1,6 +1,13 @@
 """Profile one Triton-backend forward: GPU time per kernel (torch.profiler), to see where the layer's time goes.
 
 Run on a GPU: python benchmarks/profile_layer.py --preset qwen3-30b-a3b --scheme unquantized --tokens 1,4096
+
+With --ncu the forward runs once, after the warm-up, between cudaProfilerStart and cudaProfilerStop, for
+Nsight Compute's hardware counters (bytes moved, warp stall reasons, occupancy) of each kernel in it:
+
+    ncu --clock-control none --profile-from-start off --kernel-name regex:moe_gemm \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section MemoryWorkloadAnalysis python benchmarks/profile_layer.py --ncu --scheme unquantized,w4a16 --tokens 1
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ def main() -> int:
     parser.add_argument("--preset", default="qwen3-30b-a3b")
     parser.add_argument("--scheme", default="unquantized")
     parser.add_argument("--tokens", default="1,4096")
+    parser.add_argument("--ncu", action="store_true", help="one forward inside the CUDA profiler range (run under ncu)")
     args = parser.parse_args()
     for name in args.scheme.split(","):
         cfg, sch = model(args.preset).config(), scheme(name)
@@ -31,6 +39,13 @@ def main() -> int:
             for _ in range(3):
                 kernel.apply(x, weights, routing)
             torch.cuda.synchronize()
+            if args.ncu:
+                torch.cuda.cudart().cudaProfilerStart()
+                kernel.apply(x, weights, routing)
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStop()
+                print(f"{args.preset} {name} T={tokens}: one forward profiled")
+                continue
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(10):
                     kernel.apply(x, weights, routing)

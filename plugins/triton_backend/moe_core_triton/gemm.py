@@ -169,9 +169,26 @@ def tile_dot(a, b, acc, acc_dtype: tl.constexpr, PROMOTE_EVERY: tl.constexpr, SW
 
 
 @triton.jit
-def scaled(product, a_s, b_s, SWAP_AB: tl.constexpr):
-    """A tile product times its activation scales (one per token row) and weight scales (one per column)."""
-    if SWAP_AB:
+def weight_block_scales(ptrs, n_ok, ONE_B_SCALE: tl.constexpr):
+    """One K step's weight block scales: one per column of the tile, or with ONE_B_SCALE the single scale
+    of the weight block that holds every column of the tile (``ptrs`` then one pointer)."""
+    if ONE_B_SCALE:
+        b_s = tl.load(ptrs)
+    else:
+        b_s = tl.load(ptrs, mask=n_ok, other=0.0)
+    return b_s
+
+
+@triton.jit
+def scaled(product, a_s, b_s, SWAP_AB: tl.constexpr, ONE_B_SCALE: tl.constexpr):
+    """A tile product times its activation scales (one per token row) and weight scales (one per column, or
+    one for the tile with ONE_B_SCALE: then a single multiply per element, which the accumulation fuses)."""
+    if ONE_B_SCALE:
+        if SWAP_AB:
+            out = product * (a_s * b_s)[None, :]
+        else:
+            out = product * (a_s * b_s)[:, None]
+    elif SWAP_AB:
         out = product * a_s[None, :] * b_s[:, None]
     else:
         out = product * a_s[:, None] * b_s[None, :]
@@ -187,7 +204,7 @@ def moe_gemm_kernel(
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
     GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, ATOMIC_OUT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
-    GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
+    GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, ONE_B_SCALE: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
@@ -246,8 +263,12 @@ def moe_gemm_kernel(
         acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
     if SCALES == 2:
         a_s_ptrs = a_scale_ptr + a_rows * stride_asm
-        b_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
-        b_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // GROUP_N) * stride_bsn
+        if ONE_B_SCALE:  # the tile's columns, and its up rows', lie in one weight block each
+            b_s_ptrs = b_scale_ptr + expert * stride_bse + (pid_n * BLOCK_N // GROUP_N) * stride_bsn
+            b_s_up_ptrs = b_s_ptrs + (up_offset // GROUP_N) * stride_bsn
+        else:
+            b_s_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
+            b_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // GROUP_N) * stride_bsn
 
     k_tiles = tl.cdiv(K, BLOCK_K)
     if SPLIT_K > 1:  # this program's share of the K tiles: [first, last), empty for trailing splits of a short K
@@ -289,11 +310,11 @@ def moe_gemm_kernel(
         if SCALES == 2:
             group = (k * BLOCK_K) // GROUP_K
             a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
-            b_s = tl.load(b_s_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
-            acc += scaled(tile_dot(a, b, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s, SWAP_AB)
+            b_s = weight_block_scales(b_s_ptrs + group * stride_bsk, n_ok, ONE_B_SCALE)
+            acc += scaled(tile_dot(a, b, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s, SWAP_AB, ONE_B_SCALE)
             if GATED:
-                b_s_up = tl.load(b_s_up_ptrs + group * stride_bsk, mask=n_ok, other=0.0)
-                acc_up += scaled(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s_up, SWAP_AB)
+                b_s_up = weight_block_scales(b_s_up_ptrs + group * stride_bsk, n_ok, ONE_B_SCALE)
+                acc_up += scaled(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s_up, SWAP_AB, ONE_B_SCALE)
         else:
             acc = tile_dot(a, b, acc, acc_dtype, PROMOTE_EVERY, SWAP_AB)
             if GATED:

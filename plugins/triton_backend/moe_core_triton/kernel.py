@@ -16,7 +16,7 @@ import torch
 
 from moe_core.config import Activation, ActivationFormat
 from moe_core.kernel import MoEKernel
-from moe_core.quant import QuantDtype, QuantKey, ScaleDtype, scheme_for_keys
+from moe_core.quant import BLOCK_128, QuantDtype, QuantKey, ScaleDtype, scheme_for_keys
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
@@ -39,6 +39,9 @@ REUSE_MAX_ROWS = 64
 MAX_SCRATCHES = 8
 #: Columns per program of the gated-activation pass after a split-K GEMM1.
 GATED_BLOCK_N = 1024
+#: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
+#: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
+BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
 
 
 @dataclass(frozen=True)
@@ -296,17 +299,24 @@ class TritonKernel(MoEKernel):
             GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
             CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
-            GROUP_N=128, GROUP_K=128, PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
+            GROUP_N=BLOCK_SCALE_GROUP, GROUP_K=BLOCK_SCALE_GROUP, ONE_B_SCALE=self._one_weight_scale_per_tile(lc, gated),
+            PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0,
         )
 
+    def _one_weight_scale_per_tile(self, lc: configs.LaunchConfig, gated: bool) -> bool:
+        """Block-scaled schemes: whether every N tile lies in one weight block (and GEMM1's up rows start on a
+        block boundary), so each K step multiplies by one scalar weight scale instead of a column vector."""
+        i = self.config.intermediate_size
+        return self.mode.scales == 2 and BLOCK_SCALE_GROUP % lc.BLOCK_N == 0 and (not gated or i % BLOCK_SCALE_GROUP == 0)
+
     @property
     def block_k_limit(self) -> int | None:
-        """The largest BLOCK_K block scales allow (one 128-wide scale group per K step), None if any."""
-        return 128 if self.mode.scales == 2 else None
+        """The largest BLOCK_K block scales allow (one scale group per K step), None if any."""
+        return BLOCK_SCALE_GROUP if self.mode.scales == 2 else None
 
     def as_run(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
         """``lc`` as this kernel runs it for reduction size ``k`` (tuned files and tuner candidates pass through
