@@ -105,31 +105,50 @@ def per_group(values, factors, GROUPS: tl.constexpr, W_GROUP: tl.constexpr, BLOC
 
 
 @triton.jit
+def code_factor(W_CODES: tl.constexpr):
+    """What the float16 bit tricks of :func:`dequantize_tile` leave out of the code values: 2^14 for e2m1,
+    2^8 for e4m3; folded into the scales."""
+    if W_CODES == 1:
+        factor = 16384.0
+    elif W_CODES == 2:
+        factor = 256.0
+    else:
+        factor = 1.0
+    return factor
+
+
+@triton.jit
+def group_scales(s_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES: tl.constexpr, W_SCALE: tl.constexpr):
+    """One scale group's weight scales [BLOCK_N] as float32, the expert's global scale and the code factor folded in."""
+    scale = scale_values(tl.load(s_ptrs + group * stride_bsk, mask=n_ok, other=0), W_SCALE)
+    return scale * (global_scale * code_factor(W_CODES))
+
+
+@triton.jit
 def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
                     W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
-                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr,
+                    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
-    when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0."""
+    when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0. With SCALE_AFTER_DOT (one
+    group per tile) the scales are left out: the caller multiplies the tile product by them instead."""
     codes = raw.to(tl.int32)
     if W_PACKED:  # element 2j in the low nibble of byte j
         codes = tl.interleave(codes & 15, codes >> 4)
-    factor = 1.0  # what the float16 bit tricks leave out, folded into the scale
-    if W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16, times 2^14
+    if W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16 (times 2^-14)
         values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
-        factor = 16384.0
-    elif W_CODES == 2:  # e4m3 bits
+    elif W_CODES == 2:  # e4m3 bits (times 2^-8)
         values = e4m3_times_2_pow_minus_8(codes)
-        factor = 256.0
     else:
         values = codes.to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
     if GROUPS_PER_TILE == 1:  # the tile lies in one group along K
         group = k0 // W_GROUP
-        scale = scale_values(tl.load(s_ptrs + group * stride_bsk, mask=n_ok, other=0), W_SCALE)
         if W_ZERO == 2:
             values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[:, None]
-        values = values * (scale * (global_scale * factor))[:, None]
+        if not SCALE_AFTER_DOT:
+            values = values * group_scales(s_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)[:, None]
     else:  # GROUPS_PER_TILE whole groups along K (a compiled kernel traces both branches: no early return)
         groups = k0 // W_GROUP + tl.arange(0, GROUPS_PER_TILE)
         g_ok = n_ok[:, None] & (groups[None, :] * W_GROUP < K)
@@ -137,7 +156,7 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
         if W_ZERO == 2:
             zero = tl.load(z_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
             values = per_group(values, zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 0)
-        values = per_group(values, scale * (global_scale * factor), GROUPS_PER_TILE, W_GROUP, BLOCK_N, 1)
+        values = per_group(values, scale * (global_scale * code_factor(W_CODES)), GROUPS_PER_TILE, W_GROUP, BLOCK_N, 1)
     return values
 
 
@@ -145,12 +164,12 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
 def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
                        W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr,
                        W_SCALE: tl.constexpr, W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
-                       BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+                       SCALE_AFTER_DOT: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY."""
     raw = tl.load(ptrs, mask=mask, other=0.0)
     if W_ONLY:
         tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES, W_ZERO,
-                               W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N).to(dtype)
+                               W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT, BLOCK_K, BLOCK_N).to(dtype)
     else:
         tile = raw
     return tile
@@ -189,9 +208,19 @@ def scaled(product, a_s, b_s, SWAP_AB: tl.constexpr, ONE_B_SCALE: tl.constexpr):
         else:
             out = product * (a_s * b_s)[:, None]
     elif SWAP_AB:
-        out = product * a_s[None, :] * b_s[:, None]
+        out = times_column_scales(product * a_s[None, :], b_s, SWAP_AB)
     else:
-        out = product * a_s[:, None] * b_s[None, :]
+        out = times_column_scales(product * a_s[:, None], b_s, SWAP_AB)
+    return out
+
+
+@triton.jit
+def times_column_scales(product, b_s, SWAP_AB: tl.constexpr):
+    """A tile product times one weight scale per output column (``b_s`` [BLOCK_N])."""
+    if SWAP_AB:
+        out = product * b_s[:, None]
+    else:
+        out = product * b_s[None, :]
     return out
 
 
@@ -207,6 +236,7 @@ def moe_gemm_kernel(
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, ONE_B_SCALE: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
+    SCALE_AFTER_DOT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
     SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr,
 ):
@@ -294,13 +324,14 @@ def moe_gemm_kernel(
         if STORED:
             b_ok = n_ok[:, None] & byte_ok[None, :]
             b = stored_weight_tile(b_ptrs, b_ok, a.dtype, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale,
-                                   W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, BLOCK_K, BLOCK_N)
+                                   W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT,
+                                   BLOCK_K, BLOCK_N)
             if not SWAP_AB:
                 b = tl.trans(b)
             if GATED:
                 b_up = stored_weight_tile(b_ptrs + up_offset * stride_bn, b_ok, a.dtype, k * BLOCK_K, K, w_s_up_ptrs, w_z_up_ptrs,
                                           stride_bsk, n_ok, global_scale, W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP,
-                                          GROUPS_PER_TILE, BLOCK_K, BLOCK_N)
+                                          GROUPS_PER_TILE, SCALE_AFTER_DOT, BLOCK_K, BLOCK_N)
                 if not SWAP_AB:
                     b_up = tl.trans(b_up)
         else:
@@ -315,6 +346,13 @@ def moe_gemm_kernel(
             if GATED:
                 b_s_up = weight_block_scales(b_s_up_ptrs + group * stride_bsk, n_ok, ONE_B_SCALE)
                 acc_up += scaled(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s_up, SWAP_AB, ONE_B_SCALE)
+        elif SCALE_AFTER_DOT:  # weight-only, one scale group per tile: the product of unscaled codes, then its scales
+            group = (k * BLOCK_K) // W_GROUP
+            w_s = group_scales(w_s_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)
+            acc += times_column_scales(tile_dot(a, b, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), w_s, SWAP_AB)
+            if GATED:
+                w_s_up = group_scales(w_s_up_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)
+                acc_up += times_column_scales(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), w_s_up, SWAP_AB)
         else:
             acc = tile_dot(a, b, acc, acc_dtype, PROMOTE_EVERY, SWAP_AB)
             if GATED:

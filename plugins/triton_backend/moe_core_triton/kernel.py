@@ -39,6 +39,8 @@ REUSE_MAX_ROWS = 64
 MAX_SCRATCHES = 8
 #: Columns per program of the gated-activation pass after a split-K GEMM1.
 GATED_BLOCK_N = 1024
+#: The largest BLOCK_M whose weight-only GEMMs scale the tile product rather than the weights (decode tiles).
+SCALE_AFTER_DOT_MAX_BLOCK_M = 32
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
 BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
@@ -303,9 +305,17 @@ class TritonKernel(MoEKernel):
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
+            SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0,
         )
+
+    def _scales_after_dot(self, lc: configs.LaunchConfig, group: int) -> bool:
+        """Weight-only schemes with one scale group per K step and a decode tile (BLOCK_M <= 32): the GEMM
+        multiplies each step's [BLOCK_M, BLOCK_N] product by the scales instead of the [BLOCK_N, BLOCK_K]
+        dequantized weights (int and fp8 codes are exact in 16 bits), fewer multiplies where BLOCK_M < BLOCK_K.
+        Larger tiles keep the scaled weights, so the MMA accumulates across K steps."""
+        return self.weight_only is not None and lc.BLOCK_K <= group and lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M
 
     def _one_weight_scale_per_tile(self, lc: configs.LaunchConfig, gated: bool) -> bool:
         """Block-scaled schemes: whether every N tile lies in one weight block (and GEMM1's up rows start on a

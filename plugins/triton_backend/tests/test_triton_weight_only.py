@@ -16,7 +16,7 @@ from moe_core.reference.kernel import ReferenceKernel
 from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
-from moe_core_triton.compile_check import layer_sizes
+from moe_core_triton.compile_check import layer_sizes, with_launch_fields
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -59,6 +59,23 @@ def test_swiglu_clamp_and_gelu_stay_fused(name):
     for cfg in (MoEConfig(4, 2, h, i, dtype=torch.float16, swiglu_limit=0.05), MoEConfig(4, 2, h, i, dtype=torch.float16, activation="gelu")):
         weights, x, routing = problem(cfg, name, tokens=3, seed=2)
         assert against_reference(TritonKernel, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+
+
+@pytest.mark.parametrize("block_m", [16, 64])
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_scales_on_the_tile_product_or_on_the_weights(name, block_m):
+    """Decode tiles with one scale group per K step multiply the tile product by the scales; larger tiles, and
+    tiles spanning several groups (fp4), scale the dequantized weights. Both match the reference, swapped or not."""
+    h, i = layer_sizes(name)
+    cfg = MoEConfig(4, 2, h, i, dtype=torch.float16)
+    weights, x, routing = problem(cfg, name, tokens=6, seed=4)
+    for swap_ab in (False, True):
+        kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
+        lc = kernel_cls(cfg, *quant.scheme(name).keys)._config(torch.device(DEVICE), 12, i, h, gemm=1, tokens=6)
+        group = weight_only(*quant.scheme(name).keys).group_for(h)
+        on_product = block_m == 16 and name not in ("nvfp4-w4a16", "mxfp4")  # fp4 groups (16, 32) are narrower than the tile
+        assert TritonKernel(cfg, *quant.scheme(name).keys)._scales_after_dot(lc, group) is on_product
+        assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
 def test_a_wrong_scale_is_caught_so_the_comparison_is_not_vacuous():
