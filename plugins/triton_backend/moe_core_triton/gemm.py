@@ -26,7 +26,8 @@ the activation (scales, the routing weight) is linear, so it applies to each par
 Quantization (``SCALES``): 0 none; 1 per-tensor or per-row activation scales times per-tensor or
 per-channel weight scales, applied once after the K loop (fp8 and int8, int8 accumulating in
 int32); 2 block scales (activation groups of GROUP_K, weight blocks of GROUP_N x GROUP_K) applied
-inside the K loop. fp8 products are promoted to full float32 accumulation every BLOCK_K
+inside the K loop; with ``ONE_B_SCALE`` (every tile's columns inside one weight block) each step multiplies by
+one scalar weight scale rather than a column vector. fp8 products are promoted to full float32 accumulation every BLOCK_K
 (``PROMOTE_EVERY``): Hopper's fp8 MMA otherwise accumulates in reduced precision for the whole K
 loop, which drifted visibly at K = 7168 (DeepSeek-V3).
 
@@ -41,7 +42,10 @@ the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is)
 zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
 shaped like the scales (``W_ZERO`` 2); one scale per ``W_GROUP_N`` rows and ``W_GROUP`` elements
 along K (the whole K: per channel), float32 (``W_SCALE`` 0), e4m3 bits (1, times a per-expert
-float32 global scale: nvfp4) or e8m0 bits (2: mxfp4).
+float32 global scale: nvfp4) or e8m0 bits (2: mxfp4). With ``SCALE_AFTER_DOT`` (decode tiles whose K step
+lies in one scale group) the scales multiply each step's tile product instead of the weights.
+
+``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 """
 
 from __future__ import annotations
