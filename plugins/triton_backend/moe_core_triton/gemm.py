@@ -122,10 +122,10 @@ def code_factor(W_CODES: tl.constexpr):
 
 
 @triton.jit
-def group_scales(s_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES: tl.constexpr, W_SCALE: tl.constexpr):
-    """One scale group's weight scales [BLOCK_N] as float32, the expert's global scale and the code factor folded in."""
-    scale = scale_values(tl.load(s_ptrs + group * stride_bsk, mask=n_ok, other=0), W_SCALE)
-    return scale * (global_scale * code_factor(W_CODES))
+def group_scales(ptrs, mask, global_scale, W_CODES: tl.constexpr, W_SCALE: tl.constexpr):
+    """The weight scales at ``ptrs`` (one group's [BLOCK_N], or [BLOCK_N, groups]) as float32, the expert's
+    global scale and the code factor folded in."""
+    return scale_values(tl.load(ptrs, mask=mask, other=0), W_SCALE) * (global_scale * code_factor(W_CODES))
 
 
 @triton.jit
@@ -152,15 +152,15 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
         if W_ZERO == 2:
             values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[:, None]
         if not SCALE_AFTER_DOT:
-            values = values * group_scales(s_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)[:, None]
+            values = values * group_scales(s_ptrs + group * stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)[:, None]
     else:  # GROUPS_PER_TILE whole groups along K (a compiled kernel traces both branches: no early return)
         groups = k0 // W_GROUP + tl.arange(0, GROUPS_PER_TILE)
         g_ok = n_ok[:, None] & (groups[None, :] * W_GROUP < K)
-        scale = scale_values(tl.load(s_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0), W_SCALE)
+        scale = group_scales(s_ptrs[:, None] + groups[None, :] * stride_bsk, g_ok, global_scale, W_CODES, W_SCALE)
         if W_ZERO == 2:
             zero = tl.load(z_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
             values = per_group(values, zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 0)
-        values = per_group(values, scale * (global_scale * code_factor(W_CODES)), GROUPS_PER_TILE, W_GROUP, BLOCK_N, 1)
+        values = per_group(values, scale, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 1)
     return values
 
 
@@ -352,10 +352,10 @@ def moe_gemm_kernel(
                 acc_up += scaled(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s_up, SWAP_AB, ONE_B_SCALE)
         elif SCALE_AFTER_DOT:  # weight-only, one scale group per tile: the product of unscaled codes, then its scales
             group = (k * BLOCK_K) // W_GROUP
-            w_s = group_scales(w_s_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)
+            w_s = group_scales(w_s_ptrs + group * stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)
             acc += times_column_scales(tile_dot(a, b, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), w_s, SWAP_AB)
             if GATED:
-                w_s_up = group_scales(w_s_up_ptrs, group, stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)
+                w_s_up = group_scales(w_s_up_ptrs + group * stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)
                 acc_up += times_column_scales(tile_dot(a, b_up, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), w_s_up, SWAP_AB)
         else:
             acc = tile_dot(a, b, acc, acc_dtype, PROMOTE_EVERY, SWAP_AB)

@@ -9,9 +9,8 @@ import torch
 
 from moe_core.presets import model
 from moe_core.quant import GroupShape, QuantDtype, QuantKey, scheme
-from moe_core_triton import configs
+from moe_core_triton import configs, tune
 from moe_core_triton.kernel import TritonKernel
-from moe_core_triton import tune
 from moe_core_triton.tune import candidates, tune_case
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

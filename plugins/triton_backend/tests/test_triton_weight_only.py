@@ -69,12 +69,13 @@ def test_scales_on_the_tile_product_or_on_the_weights(name, block_m):
     h, i = layer_sizes(name)
     cfg = MoEConfig(4, 2, h, i, dtype=torch.float16)
     weights, x, routing = problem(cfg, name, tokens=6, seed=4)
+    keys = quant.scheme(name).keys
+    on_product = block_m == 16 and name not in ("nvfp4-w4a16", "mxfp4")  # fp4 groups (16, 32) are narrower than the tile
     for swap_ab in (False, True):
         kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
-        lc = kernel_cls(cfg, *quant.scheme(name).keys)._config(torch.device(DEVICE), 12, i, h, gemm=1, tokens=6)
-        group = weight_only(*quant.scheme(name).keys).group_for(h)
-        on_product = block_m == 16 and name not in ("nvfp4-w4a16", "mxfp4")  # fp4 groups (16, 32) are narrower than the tile
-        assert TritonKernel(cfg, *quant.scheme(name).keys)._scales_after_dot(lc, group) is on_product
+        kernel = kernel_cls(cfg, *keys)
+        lc = kernel._config(torch.device(DEVICE), 12, i, h, gemm=1, tokens=6)
+        assert kernel._scales_after_dot(lc, weight_only(*keys).group_for(h)) is on_product
         assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
