@@ -10,9 +10,11 @@
    the same weights (moe_core.testing.expert_parallel).
 2. CUDA graphs: the graph-safe pairs (naive, batched_all_to_all) captured with a fixed
    max_tokens_per_rank and replayed; the replay must equal the eager call.
-3. Timing per rank at 16, 256 and 4096 tokens per rank: dispatch, experts, combine and total (CUDA
-   events, median of iterations, ranks aligned by a barrier), the raw all_to_all_single bandwidth for
-   the same bytes, and the single-GPU layer on the whole work (ep x tokens) for comparison.
+3. Timing per rank at 16, 256 and 4096 tokens per rank: dispatch, experts, combine and total of the
+   eager call (CUDA events, median of iterations, ranks aligned by a barrier) and its host time, the
+   CUDA-graph replay of the graph-safe pairs, the bytes and bandwidth of the all_to_all dispatch, the raw
+   all_to_all_single of tokens x top_k rows and of tokens rows, and the single-GPU layer on the whole
+   work (ep x tokens), eager and in a graph. ``batched_all_to_all`` runs with ``bench_capacity``.
 """
 
 from __future__ import annotations
@@ -54,18 +56,39 @@ def equality_cases(small: bool) -> list[EPCase]:
     return out
 
 
-def _layer(rank: int, world: int, shape: str, sch_name: str, dispatcher: str, tokens: int, device: str, small: bool):
+def bench_capacity(tokens: int, top_k: int, experts: int) -> int:
+    """``batched_all_to_all``'s expert capacity in the benchmark: twice the mean rows per (expert, source rank),
+    at least 16, at most ``tokens``. The default (``tokens``) never overflows but, with 128 experts and 4096
+    tokens, sends 2 GB a rank; an engine sizes it from its load. Overflow would raise at ``layer.check()``."""
+    return min(tokens, max(16, 2 * -(-tokens * top_k // experts)))
+
+
+def _layer(rank: int, world: int, shape: str, sch_name: str, dispatcher: str, tokens: int, device: str, small: bool,
+           capacity: int | None = None):
     m = (8, 2, 128, 128) if small else (lambda p: (p.num_experts, p.top_k, p.hidden_size, p.intermediate_size))(model(shape))
     sch = scheme(sch_name)
     full = MoEConfig(*m, dtype=torch.bfloat16)
     weights = random_layer(full, sch, device=device, seed=0)
     cfg = dataclasses.replace(full, parallel=ParallelConfig(ep_size=world, dispatch_backend=dispatcher))
-    group = ExpertParallelGroup(max_tokens_per_rank=tokens)
+    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity)
     layer = MoELayer(cfg, weights.shard(rank, world), sch.weight_key, sch.activation_key, registry=Registry(), ep_group=group)
     gen = torch.Generator().manual_seed(rank + 1)
     x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
     routing = Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
     return layer, x, routing, full, weights, sch
+
+
+def _capture(fn):
+    """A CUDA graph of ``fn()`` (warmed up on a side stream, as torch.cuda.graphs recommends) and its output."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
 
 
 def graph_check(rank: int, world: int, shapes: list[str], device: str, small: bool) -> dict:
@@ -78,14 +101,7 @@ def graph_check(rank: int, world: int, shapes: list[str], device: str, small: bo
             if not device.startswith("cuda"):
                 out[f"{shape}/{d}"] = {"skipped": "no CUDA"}
                 continue
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                layer(x, routing)  # warm-up on the side stream, as torch.cuda.graphs recommends
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                captured = layer(x, routing)
+            graph, captured = _capture(lambda: layer(x, routing))
             graph.replay()
             torch.cuda.synchronize()
             layer.check()
@@ -93,87 +109,150 @@ def graph_check(rank: int, world: int, shapes: list[str], device: str, small: bo
     return out
 
 
-def _median_ms(samples: list[float]) -> float:
+def _median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
+def _replay_us(graph, iters: int, barrier: bool) -> float:
+    """Median device time of one replay (CUDA events), ranks aligned by a barrier before each when asked."""
+    times = []
+    for it in range(iters + 2):
+        if barrier:
+            dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        if it >= 2:
+            times.append(start.elapsed_time(end) * 1e3)
+    return _median(times)
+
+
+def _off_rank_bytes(layer, sent, x) -> float | None:
+    """Token bytes the all_to_all dispatcher sent to other ranks (it sends each token once per rank)."""
+    if not isinstance(sent.state, tuple) or len(sent.state) != 4:
+        return None
+    send = sent.state[2]
+    return (sum(send) - send[layer.dispatcher.rank]) * x.shape[1] * x.element_size()
+
+
 def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: int, device: str, small: bool) -> dict:
-    """Per-phase times of each dispatcher, raw all_to_all bandwidth and the single-GPU time of the whole work."""
+    """Per-phase eager times of each dispatcher, graph-replay time of the graph-safe ones, raw all_to_all
+    bandwidth and the single-GPU time of the whole work."""
     cuda = device.startswith("cuda")
-    timer = (lambda: torch.cuda.Event(enable_timing=True)) if cuda else None
     results = {}
     for shape in shapes:
         for t in tokens:
             for d in DISPATCHERS:
-                layer, x, routing, full, weights, sch = _layer(rank, world, shape, "unquantized", d, t, device, small)
-                phases = {"dispatch": [], "experts": [], "combine": [], "total": []}
+                full_shape = model(shape) if not small else None
+                cap = bench_capacity(t, full_shape.top_k, full_shape.num_experts) if d == "batched_all_to_all" and full_shape else None
+                layer, x, routing, full, weights, sch = _layer(rank, world, shape, "unquantized", d, t, device, small, cap)
+                phases = {"dispatch": [], "experts": [], "combine": [], "total": [], "host": []}
                 for it in range(iters + 2):
                     dist.barrier()
-                    if cuda:
-                        ev = [timer() for _ in range(4)]
-                        ev[0].record()
-                    else:
-                        marks = [time.perf_counter()]
+                    host = time.perf_counter()
+                    marks = [_mark(cuda)]
                     sent = layer.dispatcher.dispatch(x, routing)
-                    ev[1].record() if cuda else marks.append(time.perf_counter())
+                    marks.append(_mark(cuda))
                     y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t)
-                    ev[2].record() if cuda else marks.append(time.perf_counter())
+                    marks.append(_mark(cuda))
                     layer.dispatcher.combine(y, sent)
+                    marks.append(_mark(cuda))
                     if cuda:
-                        ev[3].record()
                         torch.cuda.synchronize()
-                        spans = [ev[j].elapsed_time(ev[j + 1]) for j in range(3)]
-                    else:
-                        marks.append(time.perf_counter())
-                        spans = [(marks[j + 1] - marks[j]) * 1e3 for j in range(3)]
+                    spans = [_span_ms(marks[j], marks[j + 1]) for j in range(3)]
                     if it >= 2:
                         for name, v in zip(("dispatch", "experts", "combine"), spans):
                             phases[name].append(v)
                         phases["total"].append(sum(spans))
-                row = {k: _median_ms(v) * 1e3 for k, v in phases.items()}  # microseconds
+                        phases["host"].append((time.perf_counter() - host) * 1e3)
+                row = {k: _median(v) * 1e3 for k, v in phases.items()}  # microseconds
                 row["pair"] = f"{d} + {layer.backend}"
+                if cap is not None:
+                    row["expert_capacity"] = cap
+                moved = _off_rank_bytes(layer, sent, x)
+                if moved is not None:
+                    row["dispatch_bytes_off_rank"] = moved
+                    row["dispatch_GBps"] = moved / (row["dispatch"] * 1e-6) / 1e9
+                    results[f"{shape}/{t}/raw_all_to_all_same_bytes"] = _raw_same_bytes(moved, full, device, iters)
+                if cuda and d in GRAPH_SAFE:
+                    graph, _ = _capture(lambda: layer(x, routing))
+                    row["graph_total"] = _replay_us(graph, iters, barrier=True)
+                    del graph
+                layer.check()  # overflow or dropped ids would raise here
                 results[f"{shape}/{t}/{d}"] = row
-            results[f"{shape}/{t}/raw_all_to_all"] = _raw_all_to_all(t, full, device, iters)
+            results[f"{shape}/{t}/raw_all_to_all"] = _raw_all_to_all(t * full.top_k, full, device, iters)
+            results[f"{shape}/{t}/raw_all_to_all_tokens"] = _raw_all_to_all(t, full, device, iters)
             if rank == 0:
                 results[f"{shape}/{t}/single_gpu_whole_work"] = _single_gpu(full, weights, sch, t * world, device, iters)
     return results
 
 
-def _raw_all_to_all(tokens: int, full: MoEConfig, device: str, iters: int) -> dict:
-    """all_to_all_single of tokens x top_k rows of hidden size (what a dispatch of every pair moves), both ways."""
-    rows = tokens * full.top_k
-    buf = torch.randn(rows - rows % dist.get_world_size() or dist.get_world_size(), full.hidden_size, device=device, dtype=full.dtype)
+def _mark(cuda: bool):
+    """A point in time: a recorded CUDA event on a GPU, the host clock otherwise."""
+    if not cuda:
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def _span_ms(a, b) -> float:
+    return a.elapsed_time(b) if isinstance(a, torch.cuda.Event) else (b - a) * 1e3
+
+
+def _raw_all_to_all(rows: int, full: MoEConfig, device: str, iters: int) -> dict:
+    """all_to_all_single of ``rows`` rows of hidden size, equal splits; device time (events) on a GPU."""
+    world = dist.get_world_size()
+    buf = torch.randn(max(rows - rows % world, world), full.hidden_size, device=device, dtype=full.dtype)
     out = torch.empty_like(buf)
+    cuda = device.startswith("cuda")
     times = []
     for it in range(iters + 2):
         dist.barrier()
-        start = time.perf_counter()
+        start = _mark(cuda)
         dist.all_to_all_single(out, buf)
-        if device.startswith("cuda"):
+        end = _mark(cuda)
+        if cuda:
             torch.cuda.synchronize()
         if it >= 2:
-            times.append(time.perf_counter() - start)
-    sec = _median_ms(times)
-    moved = buf.numel() * buf.element_size() * (dist.get_world_size() - 1) / dist.get_world_size()
-    return {"bytes_off_rank": moved, "us": sec * 1e6, "GBps": moved / sec / 1e9}
+            times.append(_span_ms(start, end) * 1e-3)
+    sec = _median(times)
+    moved = buf.numel() * buf.element_size() * (world - 1) / world
+    return {"rows": buf.shape[0], "bytes_off_rank": moved, "us": sec * 1e6, "GBps": moved / sec / 1e9}
+
+
+def _raw_same_bytes(moved: float, full: MoEConfig, device: str, iters: int) -> dict:
+    """The raw all_to_all_single that sends the largest rank's dispatch bytes off each rank (equal splits)."""
+    world = dist.get_world_size()
+    rows = torch.tensor([int(moved) // (full.hidden_size * full.dtype.itemsize)], device=device)
+    dist.all_reduce(rows, op=dist.ReduceOp.MAX)
+    return _raw_all_to_all(-(-int(rows.item()) * world // (world - 1)), full, device, iters)
 
 
 def _single_gpu(full: MoEConfig, weights, sch, tokens: int, device: str, iters: int) -> dict:
+    """The whole work (every rank's tokens, every expert) on one GPU: eager host time and graph replay."""
     layer = MoELayer(full, weights, sch.weight_key, sch.activation_key, registry=Registry())
     gen = torch.Generator().manual_seed(99)
     x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
     routing = Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
+    cuda = device.startswith("cuda")
     times = []
     for it in range(iters + 2):
-        if device.startswith("cuda"):
+        if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
         layer(x, routing)
-        if device.startswith("cuda"):
+        if cuda:
             torch.cuda.synchronize()
         if it >= 2:
             times.append(time.perf_counter() - start)
-    return {"us": _median_ms(times) * 1e6, "backend": layer.backend, "tokens": tokens}
+    row = {"us": _median(times) * 1e6, "backend": layer.backend, "tokens": tokens}
+    if cuda:
+        graph, _ = _capture(lambda: layer(x, routing))
+        row["graph_us"] = _replay_us(graph, iters, barrier=False)
+    return row
 
 
 def _all(rank: int, world: int, args: argparse.Namespace) -> dict:

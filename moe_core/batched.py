@@ -34,8 +34,11 @@ def expert_rows(ids: torch.Tensor, bins: int) -> tuple[torch.Tensor, torch.Tenso
     """
     order = torch.argsort(ids, stable=True)
     expert = ids[order]
-    counts = torch.bincount(ids, minlength=bins)
-    row = torch.arange(ids.numel(), device=ids.device) - (torch.cumsum(counts, 0) - counts)[expert]
+    # Where each expert's run starts in the sorted ids. (torch.bincount would size its output from the
+    # largest id on the host: a sync, which CUDA-graph capture refuses.)
+    start = torch.searchsorted(expert, torch.arange(bins + 1, device=ids.device))
+    counts = start.diff()
+    row = torch.arange(ids.numel(), device=ids.device) - start[expert]
     return order, expert, counts, row
 
 

@@ -226,6 +226,17 @@ def test_a_failing_rank_fails_the_group_at_once():
     assert time.monotonic() - start < 30  # the other rank is terminated, not left to its 60 s timeout
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs a GPU per rank")
+def test_a_failing_nccl_rank_fails_the_group_with_its_traceback():
+    """An NCCL rank that fails leaves without destroy_process_group (which can wait forever after a failure)."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="rank 1 failed on purpose"):
+        spawn_group(2, _fails_on_rank_1, "nccl", timeout_s=60)
+    assert time.monotonic() - start < 45
+
+
 def _naive_padding_targets(rank: int, world: int) -> tuple[list[int], list[float]]:
     from moe_core.dispatch.naive import NaiveDispatcher
 

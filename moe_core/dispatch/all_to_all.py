@@ -2,7 +2,7 @@
 
 The ranks first exchange how many tokens each sends to each (one small all-to-all and a host sync to
 size the buffers), then the tokens with their routing, and after the experts ran, the partial outputs
-(each already weighted and summed over the rank's own experts), which the sender adds up in float32.
+(each already weighted and summed over the rank's own experts), which the sender places per rank and adds up in float32.
 Sends exactly the tokens that are needed, so it suits prefill; the host sync rules out CUDA graphs.
 """
 
@@ -40,12 +40,14 @@ class AllToAllDispatcher(Dispatcher):
         got_meta = meta.new_empty(sum(recv), meta.shape[1])
         dist.all_to_all_single(got_x, x, recv, send, group=pg)
         dist.all_to_all_single(got_meta, meta, recv, send, group=pg)
-        return Dispatched(got_x, unpack_routing(got_meta), self.expert_map(x.device), (t, token, send, recv))
+        return Dispatched(got_x, unpack_routing(got_meta), self.expert_map(x.device), (t, dest * t + token, send, recv))
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        t, token, send, recv = dispatched.state
-        back = expert_output.new_empty(sum(send), expert_output.shape[1])
+        t, place, send, recv = dispatched.state
+        ep, h = self.config.parallel.ep_size, expert_output.shape[1]
+        back = expert_output.new_empty(sum(send), h)
         dist.all_to_all_single(back, expert_output.contiguous(), send, recv, group=self.group.group)
-        out = torch.zeros(t, expert_output.shape[1], dtype=torch.float32, device=expert_output.device)
-        out.index_add_(0, token, back.float())
-        return out.to(expert_output.dtype)
+        # Each token has at most one partial result per rank: place them in [ep, T, H] (no atomics; rows of a
+        # rank that got nothing stay zero) and add the ranks' results in float32.
+        parts = back.new_zeros(ep * t, h).index_copy_(0, place, back)
+        return parts.view(ep, t, h).sum(0, dtype=torch.float32).to(expert_output.dtype)

@@ -8,7 +8,9 @@ Used by the expert-parallel tests and the GPU check script::
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,8 +27,12 @@ def spawn_group(world_size: int, fn: Callable[..., Any], backend: str = "gloo", 
     ``cuda:r``. An exception on any rank is raised here with that rank's traceback.
     """
     with tempfile.TemporaryDirectory(prefix="moe-core-group-") as tmp:
-        mp.start_processes(_rank_main, args=(world_size, backend, tmp, timeout_s, fn, args), nprocs=world_size,
-                           join=True, start_method="spawn")
+        try:
+            mp.start_processes(_rank_main, args=(world_size, backend, tmp, timeout_s, fn, args), nprocs=world_size,
+                               join=True, start_method="spawn")
+        except mp.ProcessExitedException as exc:  # an NCCL rank that failed left at once; its traceback is on disk
+            reports = "\n".join(p.read_text() for p in sorted(Path(tmp).glob("rank*.err")))
+            raise RuntimeError(f"{exc}\n{reports}") from exc
         return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
 
 
@@ -42,6 +48,14 @@ def _rank_main(rank: int, world_size: int, backend: str, tmp: str, timeout_s: in
                             device_id=torch.device("cuda", rank) if backend == "nccl" else None)
     try:
         result = fn(rank, world_size, *args)
-        torch.save(result, Path(tmp) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
+    except BaseException:
+        if backend != "nccl":
+            dist.destroy_process_group()
+            raise
+        # After a failure (a peer waiting in a collective, a graph capture left half done) NCCL's
+        # destroy_process_group can wait forever: keep the traceback and leave without tearing down.
+        (Path(tmp) / f"rank{rank}.err").write_text(f"rank {rank}:\n{traceback.format_exc()}")
+        sys.stderr.flush()
+        os._exit(1)
+    torch.save(result, Path(tmp) / f"rank{rank}.pt")
+    dist.destroy_process_group()  # with NCCL, only after every CUDA graph holding its collectives is freed

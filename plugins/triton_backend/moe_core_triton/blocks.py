@@ -303,7 +303,7 @@ def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int
     sentinel = experts * max_tokens
     sorted_ids = torch.where(valid, rows, sentinel).to(torch.int32).reshape(-1)
     block_expert = torch.arange(experts, device=device, dtype=torch.int32).repeat_interleave(per_expert // block_m)
-    num_padded = torch.tensor([sorted_ids.numel()], dtype=torch.int32, device=device)
+    num_padded = sorted_ids.new_full((1,), sorted_ids.numel())  # a fill kernel: no host copy, so graph-capturable
     return BlockTable(torch.cat([sorted_ids, block_expert, num_padded]), sorted_ids.numel(), sentinel, block_m)
 
 

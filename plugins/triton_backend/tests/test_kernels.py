@@ -156,15 +156,20 @@ def test_long_reduction_stays_accurate(name):
 
 @pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
 @pytest.mark.parametrize("tokens", [3, 2000])  # the one-program table and the device-ops table
-@pytest.mark.parametrize("name", ["unquantized", "fp8-tensor-dyn", "fp8-block"])
-def test_apply_is_cuda_graph_capturable(tokens, name):
-    """cuda_graph_safe is a promise: apply() never synchronises with the host."""
+@pytest.mark.parametrize("name, batched", [("unquantized", False), ("fp8-tensor-dyn", False), ("fp8-block", False),
+                                           ("unquantized", True), ("fp8-block", True)])
+def test_apply_is_cuda_graph_capturable(tokens, name, batched):
+    """cuda_graph_safe is a promise: apply() never synchronises with the host, in either format."""
     sch = quant.scheme(name)
-    cfg = cfg_for(torch.bfloat16, num_experts=8, hidden_size=256, intermediate_size=128)
+    cfg = cfg_for(torch.bfloat16, num_experts=8, hidden_size=256, intermediate_size=128,
+                  parallel=ParallelConfig(use_batched_activation_format=batched))
     weights, x, routing = problem(cfg, sch, tokens, seed=9)
-    kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+    cls = TritonBatchedKernel if batched else TritonKernel
+    if batched:
+        x, routing, _ = dispatch(x, routing, cfg.num_experts, max_tokens=tokens)
+    kernel = cls(cfg, sch.weight_key, sch.activation_key)
     prepared = kernel.prepare_weights(weights)
-    assert TritonKernel.cuda_graph_safe
+    assert cls.cuda_graph_safe
     eager = kernel.apply(x, prepared, routing)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
