@@ -13,11 +13,12 @@ from moe_core.platform import DeviceKind
 from moe_core.spec import Validation
 
 _DEVICES = frozenset({DeviceKind.CUDA, DeviceKind.ROCM, DeviceKind.CPU})
-#: Equality with the single-GPU layer on an H100 with the Triton experts; NCCL across two GPUs is still to run
-#: (docs/benchmarks/ep-h100-one-gpu.md). The gloo CPU cases run in every CI (tests/test_expert_parallel.py).
+#: Equality with the single-GPU layer and CUDA-graph replay, NCCL across two H200s, Triton experts, Qwen3-30B-A3B
+#: and Mixtral-8x7B shapes, bf16 and fp8-block (docs/benchmarks/ep-h200x2.md). The gloo CPU cases run in every CI
+#: (tests/test_expert_parallel.py).
 _VALIDATION = Validation(
-    hardware="NVIDIA H100 80GB HBM3, 2 ranks on one GPU over gloo (NCCL on 2 GPUs not yet run)",
-    provider="torch 2.11.0+cu130, triton 3.6.0", date="2026-11-23", log="docs/benchmarks/h100-2026-11-23/ep_one_gpu.txt",
+    hardware="2x NVIDIA H200 (NV18), NCCL 2.28.9, one rank per GPU",
+    provider="torch 2.11.0+cu130, triton 3.6.0", date="2026-11-23", log="docs/benchmarks/h200x2-2026-11-23-ep/ep_equality.log",
 )
 
 SPECS = (

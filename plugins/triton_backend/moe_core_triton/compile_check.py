@@ -138,6 +138,20 @@ def compile_launch(launch: Launch, arch: int):
                           options=compile_options)
 
 
+#: Shared memory one block may use (bytes, the opt-in maximum) per compute capability: a kernel compiled
+#: past it builds, but its launch fails with OutOfResources, so the check reports it as a failure.
+SHARED_MEMORY_LIMIT = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
+
+
+def shared_memory_problem(compiled, arch: int) -> str | None:
+    """Why ``compiled`` could not launch on ``sm_<arch>`` for lack of shared memory; None when it fits
+    (or the architecture's limit is not in :data:`SHARED_MEMORY_LIMIT`)."""
+    limit, used = SHARED_MEMORY_LIMIT.get(arch), compiled.metadata.shared
+    if limit is None or used <= limit:
+        return None
+    return f"OutOfResources: needs {used} bytes of shared memory, sm_{arch} allows {limit}: use fewer num_stages or smaller tiles"
+
+
 #: PTX instructions counted by --stats: MMAs (Hopper's wgmma, Ampere-style mma.sync), async copies into
 #: shared memory (the pipelined loads) and stores to shared memory (layout conversions).
 PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]", "st.shared": r"st\.shared"}
@@ -187,7 +201,8 @@ def main(argv=None) -> int:
                 if not again:
                     try:
                         compiled = compile_launch(launch, args.arch)
-                        results[launch] = "ok" + (f" {ptx_stats(compiled)}" if args.stats else "")
+                        problem = shared_memory_problem(compiled, args.arch)
+                        results[launch] = f"FAIL: {problem}" if problem else "ok" + (f" {ptx_stats(compiled)}" if args.stats else "")
                     except Exception as exc:  # noqa: BLE001 - every compiler error is reported, then the next launch
                         results[launch] = f"FAIL: {describe(exc)}"
                 status, _, detail = results[launch].partition(" ")

@@ -51,6 +51,21 @@ def test_a_kernel_only_the_compiler_rejects_is_reported():
     assert "reshape() cannot change total number of elements" in done.stdout
 
 
+def test_a_kernel_past_the_shared_memory_limit_is_reported():
+    """A kernel that compiles but needs more shared memory than the GPU has fails at launch: reported here."""
+    from types import SimpleNamespace
+
+    from moe_core_triton.compile_check import shared_memory_problem
+
+    def kernel(shared):
+        return SimpleNamespace(metadata=SimpleNamespace(shared=shared))
+
+    # fp8-block GEMM1 with a 16x256x128 tile: 4 stages failed to launch on the H100 (2026-11-23), 3 fit
+    assert "needs 271360 bytes" in shared_memory_problem(kernel(271360), 90)
+    assert shared_memory_problem(kernel(203776), 90) is None
+    assert "sm_89 allows 101376" in shared_memory_problem(kernel(203776), 89)
+
+
 def test_it_refuses_to_run_under_the_interpreter():
     done = subprocess.run([sys.executable, "-m", "moe_core_triton.compile_check", "--scheme", "unquantized"],
                           env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True, timeout=300)
