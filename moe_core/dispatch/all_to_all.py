@@ -2,8 +2,9 @@
 
 The ranks first exchange how many tokens each sends to each (one small all-to-all and a host sync to
 size the buffers), then the tokens with their routing, and after the experts ran, the partial outputs
-(each already weighted and summed over the rank's own experts), which the sender places per rank and adds up in float32.
-Sends exactly the tokens that are needed, so it suits prefill; the host sync rules out CUDA graphs.
+(each already weighted and summed over the rank's own experts), which the sender places per rank and
+adds up in float32. Sends exactly the tokens that are needed, so it suits prefill; the host sync rules
+out CUDA graphs.
 """
 
 from __future__ import annotations
