@@ -206,15 +206,13 @@ def weight_block_scales(ptrs, n_ok, ONE_B_SCALE: tl.constexpr):
 def scaled(product, a_s, b_s, SWAP_AB: tl.constexpr, ONE_B_SCALE: tl.constexpr):
     """A tile product times its activation scales (one per token row) and weight scales (one per column, or
     one for the tile with ONE_B_SCALE: then a single multiply per element, which the accumulation fuses)."""
-    if ONE_B_SCALE:
-        if SWAP_AB:
-            out = product * (a_s * b_s)[None, :]
-        else:
-            out = product * (a_s * b_s)[:, None]
-    elif SWAP_AB:
-        out = times_column_scales(product * a_s[None, :], b_s, SWAP_AB)
+    row_scales = a_s * b_s if ONE_B_SCALE else a_s  # the tile's one weight scale folds into the row scales
+    if SWAP_AB:
+        out = product * row_scales[None, :]
     else:
-        out = times_column_scales(product * a_s[:, None], b_s, SWAP_AB)
+        out = product * row_scales[:, None]
+    if not ONE_B_SCALE:
+        out = times_column_scales(out, b_s, SWAP_AB)
     return out
 
 

@@ -144,8 +144,9 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
-        self._gated_rows = Launcher(gated_rows_kernel, num_warps=4, ACT=0 if config.activation is Activation.SILU else 1,
-                                    CLAMP=config.swiglu_limit is not None, BLOCK_N=GATED_BLOCK_N)
+        # The gated activation's constexprs, shared by GEMM1's epilogue and the split-K gated pass.
+        self._act, self._clamp = 0 if config.activation is Activation.SILU else 1, config.swiglu_limit is not None
+        self._gated_rows = Launcher(gated_rows_kernel, num_warps=4, ACT=self._act, CLAMP=self._clamp, BLOCK_N=GATED_BLOCK_N)
         self._scratches: dict[tuple, Scratch] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
@@ -298,8 +299,7 @@ class TritonKernel(MoEKernel):
         group = wo.group_for(k)
         return Launcher(
             moe_gemm_kernel, num_warps=lc.num_warps, num_stages=lc.num_stages,
-            GATED=gated, ACT=0 if self.config.activation is Activation.SILU else 1,
-            CLAMP=gated and self.config.swiglu_limit is not None, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
+            GATED=gated, ACT=self._act, CLAMP=gated and self._clamp, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
             GROUP_N=BLOCK_SCALE_GROUP, GROUP_K=BLOCK_SCALE_GROUP, ONE_B_SCALE=self._one_weight_scale_per_tile(lc, gated),
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
