@@ -129,11 +129,9 @@ def _replay_us(graph, iters: int, barrier: bool) -> float:
     return _median(times)
 
 
-def _off_rank_bytes(layer, sent, x) -> float | None:
+def _off_rank_bytes(layer, sent, x) -> float:
     """Token bytes the all_to_all dispatcher sent to other ranks (it sends each token once per rank)."""
-    if not isinstance(sent.state, tuple) or len(sent.state) != 4:
-        return None
-    send = sent.state[2]
+    send = sent.state[2]  # AllToAllDispatcher's state: (tokens, placement, send counts, receive counts)
     return (sum(send) - send[layer.dispatcher.rank]) * x.shape[1] * x.element_size()
 
 
@@ -143,10 +141,10 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: in
     cuda = device.startswith("cuda")
     results = {}
     for shape in shapes:
+        preset = None if small else model(shape)
         for t in tokens:
             for d in DISPATCHERS:
-                full_shape = model(shape) if not small else None
-                cap = bench_capacity(t, full_shape.top_k, full_shape.num_experts) if d == "batched_all_to_all" and full_shape else None
+                cap = bench_capacity(t, preset.top_k, preset.num_experts) if d == "batched_all_to_all" and preset else None
                 layer, x, routing, full, weights, sch = _layer(rank, world, shape, "unquantized", d, t, device, small, cap)
                 phases = {"dispatch": [], "experts": [], "combine": [], "total": [], "host": []}
                 for it in range(iters + 2):
@@ -171,8 +169,8 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: in
                 row["pair"] = f"{d} + {layer.backend}"
                 if cap is not None:
                     row["expert_capacity"] = cap
-                moved = _off_rank_bytes(layer, sent, x)
-                if moved is not None:
+                if d == "all_to_all":
+                    moved = _off_rank_bytes(layer, sent, x)
                     row["dispatch_bytes_off_rank"] = moved
                     row["dispatch_GBps"] = moved / (row["dispatch"] * 1e-6) / 1e9
                     results[f"{shape}/{t}/raw_all_to_all_same_bytes"] = _raw_same_bytes(moved, full, device, iters)
