@@ -5,6 +5,7 @@
 # starts as the package's configs/<device>.json, or continues a copy left in $OUT by an earlier run that was
 # stopped (the tuner rewrites it atomically after every case), and is copied back into the package after every
 # job, so a benchmark run next uses it. Every candidate's time, swapped or not, is logged in $OUT/tune.log.
+# TUNE_ARGS passes options to every tuner call, e.g. TUNE_ARGS=--refine (only the current choices' neighbours).
 set -euo pipefail
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
@@ -14,6 +15,6 @@ tuned="$out/$(basename "$packaged")"
 if [ -f "$tuned" ]; then cp "$tuned" "$packaged"; elif [ -f "$packaged" ]; then cp "$packaged" "$tuned"; fi
 for job in "$@"; do
   IFS=: read -r preset schemes tokens <<<"$job"
-  python3 -m moe_core_triton.tune --preset "$preset" --scheme "$schemes" --tokens "$tokens" --out "$tuned" 2>&1 | tee -a "$out/tune.log"
+  python3 -m moe_core_triton.tune --preset "$preset" --scheme "$schemes" --tokens "$tokens" --out "$tuned" ${TUNE_ARGS:-} 2>&1 | tee -a "$out/tune.log"
   cp "$tuned" "$packaged"
 done

@@ -1,7 +1,7 @@
 """Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
 
     python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
-        [--swap-ab] [--split-k N] [--sizes 2048,768] [--stats]
+        [--swap-ab] [--split-k N] [--tma-b] [--sizes 2048,768] [--stats]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
 recorded (kernel, argument specialization as Triton's JIT makes it, constexprs) is then compiled by
@@ -87,7 +87,7 @@ def with_launch_fields(kernel_cls: type[TritonKernel], **fields) -> type[TritonK
 
     class Overridden(kernel_cls):
         def _config(self, device, rows, n, k, gemm, tokens) -> LaunchConfig:
-            return self.as_run(replace(super()._config(device, rows, n, k, gemm, tokens), **fields), k)
+            return self.as_run(replace(super()._config(device, rows, n, k, gemm, tokens), **fields), k, device)
 
     Overridden.__name__ = f"{kernel_cls.__name__}[{', '.join(f'{k}={v}' for k, v in fields.items())}]"
     return Overridden
@@ -152,9 +152,11 @@ def shared_memory_problem(compiled, arch: int) -> str | None:
     return f"OutOfResources: needs {used} bytes of shared memory, sm_{arch} allows {limit}: use fewer num_stages or smaller tiles"
 
 
-#: PTX instructions counted by --stats: MMAs (Hopper's wgmma, Ampere-style mma.sync), async copies into
-#: shared memory (the pipelined loads) and stores to shared memory (layout conversions).
-PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]", "st.shared": r"st\.shared"}
+#: PTX instructions counted by --stats: MMAs (Hopper's wgmma, Ampere-style mma.sync), per-thread async copies
+#: into shared memory (the pipelined loads), tensor-memory-accelerator copies (TMA_B) and stores to shared
+#: memory (layout conversions).
+PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]",
+              "tma": r"cp\.async\.bulk\.tensor", "st.shared": r"st\.shared"}
 
 
 #: The launch options --stats prints as a GEMM's tile, "BLOCK_M x BLOCK_N x BLOCK_K".
@@ -185,6 +187,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batched", action="store_true", help="the batched-experts kernel")
     parser.add_argument("--swap-ab", action="store_true", help="every GEMM with SWAP_AB (the transposed product)")
     parser.add_argument("--split-k", type=int, default=1, help="every GEMM's K loop split over this many programs")
+    parser.add_argument("--tma-b", action="store_true", help="every GEMM that can loads its weight tiles by TMA")
     parser.add_argument("--sizes", help="hidden,intermediate of the layer (default: sizes that are no multiple of the tiles)")
     parser.add_argument("--stats", action="store_true", help="print each kernel's shared memory and PTX instruction counts")
     args = parser.parse_args(argv)
@@ -196,6 +199,7 @@ def main(argv=None) -> int:
     for scheme_name in args.scheme.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
             fields = ({"SWAP_AB": True} if args.swap_ab else {}) | ({"SPLIT_K": args.split_k} if args.split_k > 1 else {})
+            fields |= {"TMA_B": True} if args.tma_b else {}
             for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), sizes, **fields):
                 again = launch in results
                 if not again:

@@ -19,8 +19,9 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 @dataclass(frozen=True)
 class LaunchConfig:
     """Tile sizes and launch options of one expert GEMM, which data files may choose per token count:
-    ``SWAP_AB`` computes the transposed product (weights as the MMA's first operand) and ``SPLIT_K``
-    splits the K loop over that many programs (see gemm.py)."""
+    ``SWAP_AB`` computes the transposed product (weights as the MMA's first operand), ``SPLIT_K``
+    splits the K loop over that many programs and ``TMA_B`` loads the weight tiles with the Hopper tensor
+    memory accelerator (see gemm.py)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -30,6 +31,7 @@ class LaunchConfig:
     num_stages: int
     SWAP_AB: bool = False
     SPLIT_K: int = 1
+    TMA_B: bool = False
 
     def __post_init__(self):
         for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):

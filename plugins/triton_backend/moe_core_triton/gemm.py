@@ -46,6 +46,13 @@ float32 global scale: nvfp4) or e8m0 bits (2: mxfp4). With ``SCALE_AFTER_DOT`` (
 lies in one scale group) the scales multiply each step's tile product instead of the weights.
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
+
+``TMA_B`` (a launch-config choice for 8- and 16-bit weights on Hopper; off unless a tuned data file picks it)
+loads each weight tile through ``b_desc``, a tensor descriptor of the weights seen as one [E * rows, K]
+matrix, with the tensor memory accelerator instead of per-thread async copies: no address arithmetic or
+masks in the K loop, fewer registers. A tile's rows past its expert read the next expert's rows (or
+zeros past the last), whose output columns are masked; columns past K read zeros. The gathered token
+rows are still loaded through pointers.
 """
 
 from __future__ import annotations
@@ -180,6 +187,16 @@ def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_o
 
 
 @triton.jit
+def weight_tile_by_tma(b_desc, row, k0, SWAP_AB: tl.constexpr):
+    """The weight tile at (``row``, ``k0``) of the [E * rows, K] descriptor: [BLOCK_N, BLOCK_K] as stored, or
+    transposed to [BLOCK_K, BLOCK_N] for the unswapped product."""
+    tile = b_desc.load([row, k0])
+    if not SWAP_AB:
+        tile = tl.trans(tile)
+    return tile
+
+
+@triton.jit
 def tile_dot(a, b, acc, acc_dtype: tl.constexpr, PROMOTE_EVERY: tl.constexpr, SWAP_AB: tl.constexpr):
     """``acc`` (None: zeros) plus activations x weights: a [BLOCK_M, BLOCK_K] @ b [BLOCK_K, BLOCK_N], or with
     SWAP_AB the transposed product b [BLOCK_N, BLOCK_K] @ a [BLOCK_K, BLOCK_M] (weights as the MMA's first
@@ -229,7 +246,7 @@ def times_column_scales(product, b_s, SWAP_AB: tl.constexpr):
 @triton.jit
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
-    table_ptr, b_zero_ptr, b_global_ptr,
+    table_ptr, b_zero_ptr, b_global_ptr, b_desc,
     num_valid, N, K, row_div, c_row_div, up_offset, limit, capacity,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
@@ -240,7 +257,7 @@ def moe_gemm_kernel(
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     SCALE_AFTER_DOT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
@@ -274,6 +291,8 @@ def moe_gemm_kernel(
     STORED: tl.constexpr = W_ONLY or SWAP_AB  # weight tiles read as stored, [BLOCK_N, bytes along K]
     BYTES_K: tl.constexpr = BLOCK_K // 2 if W_PACKED else BLOCK_K
     offs_byte = tl.arange(0, BYTES_K)
+    if TMA_B:  # the tile's first row in the [E * rows, K] view of the weights (contiguous: stride_bn = K)
+        b_row = (expert * (stride_be // stride_bn) + pid_n * BLOCK_N).to(tl.int32)
     if STORED:
         b_ptrs = b_ptr + expert * stride_be + offs_n[:, None] * stride_bn + offs_byte[None, :] * stride_bk
     else:
@@ -323,7 +342,11 @@ def moe_gemm_kernel(
             a = tl.load(a_ptrs, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
         else:
             a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        if STORED:
+        if TMA_B:
+            b = weight_tile_by_tma(b_desc, b_row, k * BLOCK_K, SWAP_AB)
+            if GATED:
+                b_up = weight_tile_by_tma(b_desc, b_row + up_offset, k * BLOCK_K, SWAP_AB)
+        elif STORED:
             b_ok = n_ok[:, None] & byte_ok[None, :]
             b = stored_weight_tile(b_ptrs, b_ok, a.dtype, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale,
                                    W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT,

@@ -9,10 +9,12 @@ gated-activation pass after GEMM1 and sums GEMM2 with atomics instead of the top
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, replace
 
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core.config import Activation, ActivationFormat
 from moe_core.kernel import MoEKernel
@@ -113,6 +115,19 @@ def weight_only(weight_key: QuantKey | None, activation_key: QuantKey | None) ->
     zero = 2 if not weight_key.symmetric else (1 if weight_key.dtype is QuantDtype.INT4 else 0)
     scale = {ScaleDtype.FP8_E4M3: 1, ScaleDtype.E8M0: 2}.get(weight_key.scale_dtype, 0)
     return WeightOnly(packed, codes, zero, scale, weight_key.global_scale, weight_key.group.cols, max(weight_key.group.rows, 1))
+
+
+def weight_descriptor(w: torch.Tensor, lc: configs.LaunchConfig) -> TensorDescriptor:
+    """The tensor descriptor ``TMA_B`` loads weight tiles through: contiguous weights [E, rows, K] seen as one
+    [E * rows, K] matrix, in [BLOCK_N, BLOCK_K] boxes."""
+    experts, rows, k = w.shape
+    return TensorDescriptor(w, [experts * rows, k], [k, 1], [lc.BLOCK_N, lc.BLOCK_K])
+
+
+@functools.lru_cache(maxsize=None)
+def has_tma(device: torch.device) -> bool:
+    """Whether ``device`` has the tensor memory accelerator (sm_90 and later; the interpreter emulates it)."""
+    return device.type != "cuda" or torch.cuda.get_device_capability(device) >= (9, 0)
 
 
 def _device_name(device: torch.device) -> str:
@@ -307,7 +322,7 @@ class TritonKernel(MoEKernel):
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
-            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0,
+            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B,
         )
 
     def _scales_after_dot(self, lc: configs.LaunchConfig, group: int) -> bool:
@@ -328,18 +343,27 @@ class TritonKernel(MoEKernel):
         """The largest BLOCK_K block scales allow (one scale group per K step), None if any."""
         return BLOCK_SCALE_GROUP if self.mode.scales == 2 else None
 
-    def as_run(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
-        """``lc`` as this kernel runs it for reduction size ``k`` (tuned files and tuner candidates pass through
-        here): weight-only schemes take a BLOCK_K whose tiles never straddle two scale groups unevenly."""
+    def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device) -> configs.LaunchConfig:
+        """``lc`` as this kernel runs it for reduction size ``k`` on ``device`` (tuned files and tuner candidates
+        pass through here): weight-only schemes take a BLOCK_K whose tiles never straddle two scale groups
+        unevenly, and load their codes through pointers (``TMA_B`` off), as do GPUs without TMA and layers
+        whose weight rows are not a multiple of 16 bytes (a tensor descriptor's row stride must be)."""
+        if lc.TMA_B and (self.weight_only is not None or k * self._weight_bytes % 16 or not has_tma(device)):
+            lc = replace(lc, TMA_B=False)
         if self.weight_only is None:
             return lc
         return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
+
+    @property
+    def _weight_bytes(self) -> int:
+        """Bytes per weight element of the schemes TMA_B serves: 16-bit, or 8-bit codes of a quantized scheme."""
+        return self.config.dtype.itemsize if self.weight_key is None else 1
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized_8bit = self.activation_key is not None  # 8-bit MMA operands (weight-only schemes run 16-bit MMA)
         fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit)
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
-        return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k)
+        return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k, device)
 
     def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None, empty):
         if self.activation_key is None:
@@ -361,7 +385,7 @@ class TritonKernel(MoEKernel):
             (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N), lc.SPLIT_K),
             a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c, table.buffer,
             zero if zero is not None else c, global_scale if global_scale is not None else c,
-            table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
+            weight_descriptor(b, lc) if lc.TMA_B else b, table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
             *a.stride(), *b.stride(), *c.stride(), *a_strides, *b_strides,
         )
 
@@ -371,6 +395,6 @@ class TritonBatchedKernel(TritonKernel):
 
     backend_name = "triton_batched"
 
-    def as_run(self, lc: configs.LaunchConfig, k: int) -> configs.LaunchConfig:
+    def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device) -> configs.LaunchConfig:
         """As for the standard format, without split K: the batched GEMM2 writes rows, it sums nothing."""
-        return replace(super().as_run(lc, k), SPLIT_K=1)
+        return replace(super().as_run(lc, k, device), SPLIT_K=1)

@@ -10,11 +10,12 @@ specialization goes through triton (which compiles if needed and returns the ``C
 later calls that triton would specialise the same way launch that ``CompiledKernel`` directly.
 
 What triton specialises on (3.6 and 3.9, ``python/src/specialize.cc``): a tensor's dtype and
-whether its data pointer is a multiple of 16; an int's range (i32, i64, u64), whether it equals 1
-(then it becomes a constexpr) and whether it is a multiple of 16; a float is fp32, a bool u1,
-None a constexpr. The key of the direct path is finer: the Python type of every argument, the dtype
-of every tensor, the exact value of every other argument, and the current device; and the direct
-path is taken only when every tensor's data pointer is a multiple of 16. Two calls with one key
+whether its data pointer is a multiple of 16; a tensor descriptor's dtype and block shape (its base
+is always 16-byte aligned); an int's range (i32, i64, u64), whether it equals 1 (then it becomes a
+constexpr) and whether it is a multiple of 16; a float is fp32, a bool u1, None a constexpr. The key
+of the direct path is finer: the Python type of every argument, the dtype of every tensor, the dtype,
+block shape and padding of every descriptor, the exact value of every other argument, and the current
+device; and the direct path is taken only when every tensor's data pointer is a multiple of 16. Two calls with one key
 therefore always get one specialization. Everything else goes through triton itself: the
 interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a pointer that is not
 16-byte aligned. Not seen by the direct path: triton knobs changed at run time (``TRITON_DEBUG``
@@ -30,6 +31,7 @@ from functools import reduce
 
 import torch
 from triton import knobs
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 #: Compiled specializations a Launcher keeps before it starts over (scalars such as row counts are
 #: part of the key, so the number of keys grows with the token counts an engine sees).
@@ -95,18 +97,24 @@ class Launcher:
         layout = self._layouts.get(kinds)
         if layout is None:
             layout = self._layouts[kinds] = _layout(kinds)
-        tensors_of, others_of = layout
+        tensors_of, descriptors_of, others_of = layout
         tensors = tensors_of(args)
         if reduce(operator.or_, map(_data_ptr, tensors), 0) & 15:
             return None
-        return (device, kinds, tuple(map(_dtype_of, tensors)), others_of(args))
+        return (device, kinds, tuple(map(_dtype_of, tensors)), tuple(map(_descriptor_key, descriptors_of(args))), others_of(args))
 
 
 def _layout(kinds: tuple[type, ...]) -> tuple:
-    """Getters for the tensors and for the other arguments of an argument tuple with these types."""
+    """Getters for the tensors, the tensor descriptors and the other arguments of an argument tuple with these types."""
     tensors = [i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor)]
-    others = [i for i in range(len(kinds)) if i not in tensors]
-    return _getter(tensors), _getter(others)
+    descriptors = [i for i, kind in enumerate(kinds) if issubclass(kind, TensorDescriptor)]
+    others = [i for i in range(len(kinds)) if i not in tensors and i not in descriptors]
+    return _getter(tensors), _getter(descriptors), _getter(others)
+
+
+def _descriptor_key(desc: TensorDescriptor) -> tuple:
+    """What a launch of ``desc`` is specialised on (the shape and strides are runtime values of the launch)."""
+    return desc.base.dtype, tuple(desc.block_shape), desc.padding
 
 
 def _getter(indices: list[int]):

@@ -17,6 +17,7 @@ import itertools
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from collections.abc import Callable
@@ -27,19 +28,22 @@ from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton import configs
 from moe_core_triton.blocks import standard_table
-from moe_core_triton.kernel import TritonKernel
+from moe_core_triton.kernel import TritonKernel, has_tma
 from moe_core_triton.scratch import new_empty
 
 _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
     (64, 64, 4, 4), (64, 128, 4, 4), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (32, 128, 4, 5), (32, 64, 4, 4),
+    (128, 128, 8, 4), (256, 64, 8, 4),  # the fastest prefill tiles with TMA_B on the H100 (docs/benchmarks/triton-h100.md)
 ]
 
 
-def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False) -> list[configs.LaunchConfig]:
+def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False, tma: bool = False) -> list[configs.LaunchConfig]:
     """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average. SWAP_AB
     (the transposed product) is tried for few rows per expert, and at every size for weight-only schemes,
     whose dequantized weights can then feed the MMA from registers; split K (2 and 4) for decode, at most
-    8 rows per expert, where one token's experts give too few tiles to keep every SM busy."""
+    8 rows per expert, where one token's experts give too few tiles to keep every SM busy; with ``tma`` (the
+    GPU has it) TMA weight loads for prefill, more than 32 rows per expert, where the GEMMs are compute-bound
+    (weight-only schemes dequantize from pointer loads)."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -50,12 +54,27 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
         block_ms = (64, 128)
     swaps = (False, True) if rows_per_expert <= 32 or weight_only else (False,)
     splits = (1, 2, 4) if rows_per_expert <= 8 else (1,)
+    tmas = (False, True) if tma and rows_per_expert > 32 and not weight_only else (False,)
     out = []
-    for bm, (bn, bk, warps, stages), swap, split in itertools.product(block_ms, _TILES, swaps, splits):
+    for bm, (bn, bk, warps, stages), swap, split, tma_b in itertools.product(block_ms, _TILES, swaps, splits, tmas):
         if block_k_limit is not None and bk > block_k_limit:
             continue
-        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split))
+        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split, tma_b))
     return out
+
+
+def refinements(lc: configs.LaunchConfig, tma: bool) -> list[configs.LaunchConfig]:
+    """``lc`` (a tuned entry, or the heuristic's choice) and its neighbours: one pipeline stage more, twice the
+    columns per tile (up to 256), twice the rows (up to 128, in 8 warps), and with ``tma`` (the GPU has it) each
+    of them with TMA_B off and on. For re-tuning after a kernel change with a few candidates per GEMM instead
+    of the whole search."""
+    out = []
+    for tma_b, stages, block_n, block_m in itertools.product(
+            (False, True) if tma else (False,), (lc.num_stages, lc.num_stages + 1), (lc.BLOCK_N, min(2 * lc.BLOCK_N, 256)),
+            (lc.BLOCK_M, max(lc.BLOCK_M, min(2 * lc.BLOCK_M, 128)))):
+        warps = lc.num_warps if block_m == lc.BLOCK_M else max(lc.num_warps, 8)
+        out.append(replace(lc, TMA_B=tma_b, num_stages=stages, BLOCK_N=block_n, BLOCK_M=block_m, num_warps=warps))
+    return list(dict.fromkeys(out))
 
 
 def cuda_median_seconds(run) -> float:
@@ -65,12 +84,13 @@ def cuda_median_seconds(run) -> float:
     return do_bench(run, warmup=5, rep=25, return_mode="median") * 1e-3
 
 
-def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda",
+def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda", refine: bool = False,
               timer: Callable[[Callable[[], None]], float] = cuda_median_seconds) -> dict[int, configs.LaunchConfig]:
     """Best config per GEMM (1, 2) for one (shape, scheme, token count). Each candidate runs its GEMM step as
     a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with its gated activation, GEMM2 with
     the router weight and the top-k reduction, so split-K candidates pay for their extra pass and atomics.
-    ``timer(run)`` -> seconds."""
+    The candidates are :func:`candidates`, or with ``refine`` the :func:`refinements` of the config the layer
+    picks now. ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
@@ -84,13 +104,18 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         1: (h, lambda g, table: kernel._run_gemm1(g, a1, a1_scale, weights, table, rows, cfg.top_k, new_empty)),
         2: (i, lambda g, table: kernel._run_gemm2(g, a2, a2_scale, weights, table, routing, routing.topk_weights, None, new_empty, None)),
     }
-    tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None)
+    here = torch.device(device)
+    tma = has_tma(here)
+    tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma)
     best = {}
     for gemm, (k, step) in steps.items():
         started = time.monotonic()
         timings = []
         reference = None
-        for lc in dict.fromkeys(kernel.as_run(c, k) for c in tried):
+        if refine:
+            n = i if gemm == 1 else h
+            tried = refinements(kernel._config(here, rows, n, k, gemm, tokens), tma)
+        for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
             table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False)
             run = functools.partial(step, launch, table)
@@ -128,14 +153,14 @@ def fastest(timings: list[tuple[float, configs.LaunchConfig]]) -> tuple[float, c
 
 
 def fastest_by_variant(timings: list[tuple[float, configs.LaunchConfig]]) -> str:
-    """The fastest time of each (SWAP_AB, SPLIT_K) variant among ``timings``, e.g. "unswapped 30.1 us,
-    swapped split 2 28.0 us", so the log shows what each option is worth at this size."""
-    fastest: dict[tuple[bool, int], float] = {}
+    """The fastest time of each (SWAP_AB, SPLIT_K, TMA_B) variant among ``timings``, e.g. "unswapped 30.1 us,
+    swapped split 2 28.0 us, unswapped tma 25.3 us", so the log shows what each option is worth at this size."""
+    fastest: dict[tuple[bool, int, bool], float] = {}
     for seconds, lc in timings:
-        variant = (lc.SWAP_AB, lc.SPLIT_K)
+        variant = (lc.SWAP_AB, lc.SPLIT_K, lc.TMA_B)
         fastest[variant] = min(seconds, fastest.get(variant, seconds))
-    return ", ".join(f"{'swapped' if swap else 'unswapped'}{f' split {split}' if split > 1 else ''} {t * 1e6:.1f} us"
-                     for (swap, split), t in sorted(fastest.items()))
+    return ", ".join(f"{'swapped' if swap else 'unswapped'}{f' split {split}' if split > 1 else ''}{' tma' if tma else ''} {t * 1e6:.1f} us"
+                     for (swap, split, tma), t in sorted(fastest.items()))
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -152,12 +177,13 @@ def main(argv=None) -> int:
     parser.add_argument("--scheme", required=True, help="comma-separated schemes")
     parser.add_argument("--tokens", default="1,16,64,256,1024,4096,16384")
     parser.add_argument("--out", help="data file (default: configs/<this device>.json in the package)")
+    parser.add_argument("--refine", action="store_true", help="try only the current choice and its neighbours (see refinements())")
     args = parser.parse_args(argv)
     path = Path(args.out) if args.out else configs.CONFIG_DIR / configs.device_file_name(torch.cuda.get_device_name())
     data = json.loads(path.read_text()) if path.exists() else {}
     for preset, scheme_name, tokens in itertools.product(args.preset.split(","), args.scheme.split(","), [int(t) for t in args.tokens.split(",")]):
         cfg = model(preset).config()
-        best = tune_case(preset, scheme_name, tokens)
+        best = tune_case(preset, scheme_name, tokens, refine=args.refine)
         for gemm, lc in best.items():
             n, k = (cfg.intermediate_size, cfg.hidden_size) if gemm == 1 else (cfg.hidden_size, cfg.intermediate_size)
             data.setdefault(configs.shape_key(cfg.num_experts, n, k, scheme_name, gemm), {})[str(tokens)] = lc.to_dict()

@@ -30,19 +30,23 @@ def compile_check(*args: str, script: str | None = None) -> subprocess.Completed
     (90, True, BATCHED_SCHEMES, "1", "bfloat16", []),
     (90, False, STANDARD_SCHEMES, "1", "bfloat16", ["--swap-ab", "--stats"]),  # the transposed product tuned files may pick
     (90, False, STANDARD_SCHEMES, "1", "bfloat16", ["--split-k", "2"]),  # split K (and its gated pass), which they may pick too
+    (90, False, STANDARD_SCHEMES, "300", "bfloat16", ["--tma-b", "--stats", "--sizes", "256,128"]),  # TMA weight loads, likewise
     (80, False, ("unquantized",) + WEIGHT_ONLY_SCHEMES, "1", "float16", []),  # A100, which the weight-only schemes claim
-], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm80-weight-only"])
+], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm90-tma-b", "sm80-weight-only"])
 def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, dtype, options):
     args = ["--arch", str(arch), "--scheme", ",".join(schemes), "--tokens", tokens, "--dtype", dtype]
     args += (["--batched"] if batched else []) + options
     done = compile_check(*args)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert all(f"{s} tokens=1 moe_gemm_kernel" in done.stdout for s in schemes)  # each scheme's GEMMs were compiled
+    assert all(f"{s} tokens={tokens.split(',')[0]} moe_gemm_kernel" in done.stdout for s in schemes)  # each scheme's GEMMs were compiled
     assert f"compiled for sm_{arch}" in done.stdout
     assert ("gated_rows_kernel" in done.stdout) == ("--split-k" in options)
     if "--swap-ab" in options:  # the point of the transposed product: 16-token tiles on Hopper's wgmma instead of mma.sync
         gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line]
         assert gemms and all("wgmma=0" not in line and "mma.sync=0" in line for line in gemms), gemms
+    if "--tma-b" in options:  # weight tiles by the tensor memory accelerator, except weight-only codes (pointer loads)
+        gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line and "compiled above" not in line]
+        assert gemms and all(("tma=0" in line) == any(f" {s} " in line for s in WEIGHT_ONLY_SCHEMES) for line in gemms), gemms
 
 
 def test_a_kernel_only_the_compiler_rejects_is_reported():

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core import quant
 from moe_core.config import MoEConfig
@@ -46,9 +47,15 @@ def _tensor(dtype, offset):
     return torch.zeros(64, dtype=dtype)[offset:]
 
 
+def _descriptor(dtype, block_shape, rows):
+    return TensorDescriptor(torch.zeros(rows, 64, dtype=dtype), [rows, 64], [64, 1], list(block_shape))
+
+
 ARG = st.one_of(
     st.sampled_from(INTS), st.sampled_from([0.0, 1.0, 1.5]), st.booleans(), st.none(),
     st.builds(_tensor, st.sampled_from(DTYPES), st.sampled_from([0, 1, 2, 4, 8, 16])),
+    st.builds(_descriptor, st.sampled_from([torch.float16, torch.bfloat16, torch.float8_e4m3fn]),
+              st.sampled_from([(16, 16), (16, 32), (32, 16)]), st.sampled_from([32, 48])),
 )
 
 

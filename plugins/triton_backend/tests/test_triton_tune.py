@@ -1,6 +1,7 @@
 """The tuner launches each GEMM as the layer does (weight-only schemes included) and keeps the fastest
 candidate; on a CPU it runs in the interpreter with a stand-in timer (timing itself needs CUDA events)."""
 
+import dataclasses
 import itertools
 import json
 
@@ -14,6 +15,7 @@ from moe_core_triton.kernel import TritonKernel
 from moe_core_triton.tune import candidates, tune_case
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+HERE = torch.device(DEVICE)
 
 
 @pytest.mark.parametrize("name", ["unquantized", "w4a16-zp", "nvfp4-w4a16"])
@@ -30,7 +32,7 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
     wo = kernel.weight_only is not None
-    per_gemm = {gemm: list(dict.fromkeys(kernel.as_run(c, k) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
+    per_gemm = {gemm: list(dict.fromkeys(kernel.as_run(c, k, HERE) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
                 for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
@@ -53,13 +55,21 @@ def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_or_weight
     assert {c.SWAP_AB for c in candidates(512.0, None, weight_only=True)} == {False, True}
 
 
+def test_tma_weight_loads_are_candidates_for_prefill_where_the_gpu_has_tma():
+    with_tma, without = candidates(512.0, None, tma=True), candidates(512.0, None)
+    assert not any(c.TMA_B for c in without)
+    assert {dataclasses.replace(c, TMA_B=False) for c in with_tma if c.TMA_B} == set(without)
+    assert len(with_tma) == 2 * len(without)
+    assert not any(c.TMA_B for c in candidates(2.0, None, tma=True) + candidates(512.0, None, weight_only=True, tma=True))
+
+
 def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
     cfg = model("tiny").config()
     lc = configs.LaunchConfig(16, 64, 64, 1, 4, 4)
     groups_of_48 = QuantKey(QuantDtype.INT4, GroupShape(1, 48), static=True, symmetric=True)
-    assert TritonKernel(cfg, groups_of_48, None).as_run(lc, 7168).BLOCK_K == 16  # a tile never straddles groups unevenly
-    assert TritonKernel(cfg, *scheme("nvfp4-w4a16").keys).as_run(lc, 256) == lc  # 4 whole groups of 16 per tile
-    assert TritonKernel(cfg, None, None).as_run(lc, 7168) is lc
+    assert TritonKernel(cfg, groups_of_48, None).as_run(lc, 7168, HERE).BLOCK_K == 16  # a tile never straddles groups unevenly
+    assert TritonKernel(cfg, *scheme("nvfp4-w4a16").keys).as_run(lc, 256, HERE) == lc  # 4 whole groups of 16 per tile
+    assert TritonKernel(cfg, None, None).as_run(lc, 7168, HERE) is lc
 
 
 def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -67,7 +77,7 @@ def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(t
     kept = {"E=8,N=1,K=1,scheme=other,gemm=1": {"1": configs.LaunchConfig(16, 32, 64, 1, 4, 4).to_dict()}}
     path.write_text(json.dumps(kept))
     picked = configs.LaunchConfig(16, 64, 128, 1, 4, 5, True)
-    monkeypatch.setattr(tune, "tune_case", lambda preset, scheme_name, tokens: {1: picked, 2: picked})
+    monkeypatch.setattr(tune, "tune_case", lambda preset, scheme_name, tokens, refine: {1: picked, 2: picked})
     assert tune.main(["--preset", "tiny", "--scheme", "w4a16", "--tokens", "1,16", "--out", str(path)]) == 0
     data = json.loads(path.read_text())
     cfg = model("tiny").config()
@@ -75,3 +85,31 @@ def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(t
     assert data[gemm1] == {"1": picked.to_dict(), "16": picked.to_dict()}
     assert set(data) == set(kept) | {gemm1, configs.shape_key(cfg.num_experts, cfg.hidden_size, cfg.intermediate_size, "w4a16", 2)}
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]
+
+
+def test_refinements_are_the_choice_and_its_neighbours():
+    lc = configs.LaunchConfig(128, 128, 64, 8, 8, 3)
+    found = tune.refinements(lc, tma=True)
+    assert found[0] == lc and len(found) == len(set(found)) == 8  # 128 rows: no taller tile
+    assert {(c.BLOCK_N, c.num_stages, c.TMA_B) for c in found} == set(itertools.product((128, 256), (3, 4), (False, True)))
+    assert {c.TMA_B for c in tune.refinements(lc, tma=False)} == {False}
+    assert {c.BLOCK_N for c in tune.refinements(dataclasses.replace(lc, BLOCK_N=256), tma=True)} == {256}
+    small = tune.refinements(configs.LaunchConfig(64, 64, 128, 8, 4, 4), tma=False)
+    assert {(c.BLOCK_M, c.num_warps) for c in small} == {(64, 4), (128, 8)} and len(small) == 8
+
+
+def test_refine_times_the_neighbours_of_each_gemms_current_choice(monkeypatch):
+    timed = []
+
+    def timer(run):
+        timed.append(run.args[0].config)
+        return 1e-6 * len(timed)  # the first candidate, the current choice, stays the fastest
+
+    best = tune_case("tiny", "unquantized", tokens=3, device=DEVICE, refine=True, timer=timer)
+    cfg = model("tiny").config()
+    kernel = TritonKernel(cfg, None, None)
+    rows = 3 * cfg.top_k
+    now = {1: kernel._config(HERE, rows, cfg.intermediate_size, cfg.hidden_size, 1, 3),
+           2: kernel._config(HERE, rows, cfg.hidden_size, cfg.intermediate_size, 2, 3)}
+    assert best == now
+    assert len(timed) == sum(len(tune.refinements(lc, tma=True)) for lc in now.values()) and timed[0] == now[1]
