@@ -47,6 +47,11 @@ lies in one scale group) the scales multiply each step's tile product instead of
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
+``QUANT_OUT`` (GEMM1 of a scheme whose intermediate is quantized in groups of BLOCK_N columns, dynamically:
+fp8-block's 1x128 with 128-column tiles) quantizes the intermediate in the epilogue, 1 to fp8, 2 to int8, with the
+rules of :mod:`moe_core_triton.quantize`, writing the codes to ``c`` and one scale per row and tile to
+``out_scale_ptr`` [rows, groups]: no separate pass reads the intermediate back, and half the bytes are written.
+
 ``TMA_B`` (a launch-config choice for 8- and 16-bit weights on Hopper; off unless a tuned data file picks it)
 loads each weight tile through ``b_desc``, a tensor descriptor of the weights seen as one [E * rows, K]
 matrix, with the tensor memory accelerator instead of per-thread async copies: no address arithmetic or
@@ -59,6 +64,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from moe_core_triton.quantize import codes, row_scales
 
 
 @triton.jit
@@ -246,10 +253,10 @@ def times_column_scales(product, b_s, SWAP_AB: tl.constexpr):
 @triton.jit
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
-    table_ptr, b_zero_ptr, b_global_ptr, b_desc,
+    table_ptr, b_zero_ptr, b_global_ptr, b_desc, out_scale_ptr,
     num_valid, N, K, row_div, c_row_div, up_offset, limit, capacity,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
-    stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
+    stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk, stride_osm,
     GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, ATOMIC_OUT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, ONE_B_SCALE: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
@@ -257,7 +264,7 @@ def moe_gemm_kernel(
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     SCALE_AFTER_DOT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr,
+    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, ROUND_FP8: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
@@ -413,6 +420,12 @@ def moe_gemm_kernel(
     else:
         if GATED:
             out = gated(out, out_up, limit, ACT, CLAMP)
+        if QUANT_OUT:  # the intermediate written quantized: the tile's BLOCK_N columns are one scale group of each row
+            out = tl.where(n_ok[None, :], out, 0.0)  # columns past N (with TMA_B: the next expert's rows) are not in it
+            qmax: tl.constexpr = 127.0 if QUANT_OUT == 2 else 448.0
+            out_scale = row_scales(out, qmax)
+            tl.store(out_scale_ptr + ids * stride_osm + pid_n, out_scale, mask=row_ok)
+            out = codes(out / tl.maximum(out_scale, 1e-12)[:, None], qmax, QUANT_OUT == 2, ROUND_FP8)
         if MUL_ROUTED_WEIGHT:
             w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
             out = out * w[:, None]

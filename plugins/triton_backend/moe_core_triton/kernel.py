@@ -26,7 +26,7 @@ from moe_core_triton import configs
 from moe_core_triton.blocks import BlockTable, batched_table, cdiv, standard_table
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
 from moe_core_triton.launch import Launcher
-from moe_core_triton.quantize import quantize_activations
+from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
 from moe_core_triton.reduce import topk_sum
 from moe_core_triton.scratch import Scratch, new_empty
 
@@ -50,10 +50,12 @@ BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
 
 @dataclass(frozen=True)
 class GemmLaunch:
-    """One expert GEMM of a forward: its launch config and its launcher (constexprs bound)."""
+    """One expert GEMM of a forward: its launch config, its launcher (constexprs bound) and, for GEMM1, whether
+    it writes the intermediate quantized (``QUANT_OUT``: no separate quantization pass follows)."""
 
     config: configs.LaunchConfig
     launch: Launcher
+    quantizes_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,26 +227,31 @@ class TritonKernel(MoEKernel):
         table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2.config.BLOCK_M, None)
 
         a1, a1_scale = self._quantize(a_in, weights.a13_scale, empty)
-        inter = self._run_gemm1(g1, a1, a1_scale, weights, table1, rows, row_div, empty)
-        a2, a2_scale = self._quantize(inter, weights.a2_scale, empty)
+        a2, a2_scale = self._run_gemm1(g1, a1, a1_scale, weights, table1, rows, row_div, empty)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
         return self._run_gemm2(g2, a2, a2_scale, weights, table2, routing, topk_weights, expert_map, empty, x.shape if batched else None)
 
     def _run_gemm1(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable, rows: int, row_div: int, empty):
-        """GEMM1 with its gated activation: the intermediate [rows, I] (a split-K launch sums into a float32
-        buffer first, then :func:`gated_rows_kernel` applies the activation)."""
+        """GEMM1 with its gated activation, then the intermediate's quantization: GEMM2's input [rows, I] and its
+        scales (None for 16-bit activations). A split-K launch sums into a float32 buffer first, then
+        :func:`gated_rows_kernel` applies the activation; a ``QUANT_OUT`` launch quantizes in its epilogue."""
         cfg, i = self.config, self.config.intermediate_size
         device = a.device
         w = dict(zero=weights.w13_zero, global_scale=weights.w13_global_scale)
+        if g.quantizes_output:
+            key = self.activation_key
+            q, scale = empty((rows, i), TORCH_DTYPE[key.dtype], device), empty((rows, cdiv(i, key.group.cols)), torch.float32, device)
+            self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, q, table, row_div=row_div, up_offset=i, out_scale=scale, **w)
+            return q, scale
         if g.config.SPLIT_K == 1:
             inter = torch.zeros((rows, i), dtype=cfg.dtype, device=device) if self._zero_intermediate else empty((rows, i), cfg.dtype, device)
             self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, inter, table, row_div=row_div, up_offset=i, **w)
-            return inter
-        partial = empty((rows, 2 * i), torch.float32, device).zero_()
-        self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, partial, table, row_div=row_div, up_offset=i, n=i, **w)
-        inter = empty((rows, i), cfg.dtype, device)
-        self._gated_rows((rows, cdiv(i, GATED_BLOCK_N)), partial, inter, i, cfg.swiglu_limit or 0.0, partial.stride(0), inter.stride(0))
-        return inter
+        else:
+            partial = empty((rows, 2 * i), torch.float32, device).zero_()
+            self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, partial, table, row_div=row_div, up_offset=i, n=i, **w)
+            inter = empty((rows, i), cfg.dtype, device)
+            self._gated_rows((rows, cdiv(i, GATED_BLOCK_N)), partial, inter, i, cfg.swiglu_limit or 0.0, partial.stride(0), inter.stride(0))
+        return self._quantize(inter, weights.a2_scale, empty)
 
     def _run_gemm2(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable, routing, topk_weights, expert_map,
                    empty, batched_shape: torch.Size | None):
@@ -303,10 +310,19 @@ class TritonKernel(MoEKernel):
         """GEMM ``gemm`` (1 or 2) of this layer launched with ``lc`` as a forward launches it (for the tuner too)."""
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
         if gemm == 1:
-            return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=True, weighted=False, atomic=False))
+            quant_out = self._output_quantization(lc)
+            return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=True, weighted=False, atomic=False, quant_out=quant_out), quant_out > 0)
         return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=False, weighted=weighted, atomic=self._atomic(lc, batched)))
 
-    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool) -> Launcher:
+    def _output_quantization(self, lc: configs.LaunchConfig) -> int:
+        """GEMM1's ``QUANT_OUT`` with ``lc``: 1 (fp8) or 2 (int8) when the intermediate is quantized dynamically in
+        groups of exactly BLOCK_N columns (fp8-block with 128-column tiles) and the K loop is not split; else 0."""
+        key = self.activation_key
+        if key is None or key.static or key.group.rows != 1 or key.group.cols != lc.BLOCK_N or lc.SPLIT_K > 1:
+            return 0
+        return 2 if key.dtype is QuantDtype.INT8 else 1
+
+    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool, quant_out: int = 0) -> Launcher:
         """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
@@ -322,7 +338,7 @@ class TritonKernel(MoEKernel):
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
-            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B,
+            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, ROUND_FP8=ROUND_IN_FP32,
         )
 
     def _scales_after_dot(self, lc: configs.LaunchConfig, group: int) -> bool:
@@ -371,10 +387,11 @@ class TritonKernel(MoEKernel):
         return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None, empty=empty)
 
     def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable, *, row_div: int, up_offset: int = 0,
-              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None, n: int | None = None):
+              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None, n: int | None = None, out_scale=None):
         """One expert GEMM over ``table`` into ``c`` (GEMM1: ``up_offset`` = I, the up rows of w13); ``zero`` and
         ``global_scale``: a weight-only scheme's zero points (shaped like ``b_scale``) and per-expert scales;
-        ``n``: the GEMM's N when ``c`` is wider (a split-K GEMM1's [rows, 2N] partial sums)."""
+        ``n``: the GEMM's N when ``c`` is wider (a split-K GEMM1's [rows, 2N] partial sums); ``out_scale``: the
+        scales [rows, groups] of a ``QUANT_OUT`` launch, whose codes go to ``c``."""
         n = n or c.shape[1]
         lc = g.config
         a_s = a_scale if a_scale is not None else c  # placeholders are never read when SCALES == 0
@@ -385,8 +402,9 @@ class TritonKernel(MoEKernel):
             (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N), lc.SPLIT_K),
             a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c, table.buffer,
             zero if zero is not None else c, global_scale if global_scale is not None else c,
-            weight_descriptor(b, lc) if lc.TMA_B else b, table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
-            *a.stride(), *b.stride(), *c.stride(), *a_strides, *b_strides,
+            weight_descriptor(b, lc) if lc.TMA_B else b, out_scale if out_scale is not None else c,
+            table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
+            *a.stride(), *b.stride(), *c.stride(), *a_strides, *b_strides, out_scale.stride(0) if out_scale is not None else 0,
         )
 
 

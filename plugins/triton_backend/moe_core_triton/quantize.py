@@ -18,8 +18,8 @@ from moe_core_triton.blocks import cdiv, next_power_of_2
 from moe_core_triton.launch import Launcher
 from moe_core_triton.scratch import Empty, new_empty
 
-_QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
-_TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
+QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
+TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
 
 
 #: The Triton interpreter (TRITON_INTERPRET=1, CPU tests) converts some float32 values to the wrong
@@ -58,9 +58,22 @@ def _quant_rows_kernel(
         scale = tl.load(s_ptr)
         y = x / tl.maximum(scale, 1e-12)
     else:
-        scale = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-12) / qmax
+        scale = row_scales(x, qmax)
         tl.store(s_ptr + row * stride_sm + g * stride_sg, scale, mask=g < groups)
         y = x / tl.maximum(scale, 1e-12)[:, None]
+    tl.store(q_ptr + row * stride_qm + offs, codes(y, qmax, IS_INT8, ROUND_FP8).to(q_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def row_scales(x, qmax):
+    """The dynamic scale of each row of a float32 tile: max(amax, 1e-12) / qmax."""
+    return tl.maximum(tl.max(tl.abs(x), axis=1), 1e-12) / qmax
+
+
+@triton.jit
+def codes(y, qmax, IS_INT8: tl.constexpr, ROUND_FP8: tl.constexpr):
+    """Scaled values as the codes' values (float32): int8 rounds half away from zero and saturates; fp8
+    saturates at qmax and, with ROUND_FP8, is rounded onto the e4m3 grid here (see ROUND_IN_FP32)."""
     if IS_INT8:
         y = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
         y = tl.minimum(tl.maximum(y, -128.0), 127.0)
@@ -68,7 +81,7 @@ def _quant_rows_kernel(
         y = tl.minimum(tl.maximum(y, -qmax), qmax)
         if ROUND_FP8:
             y = round_to_e4m3_grid(y)
-    tl.store(q_ptr + row * stride_qm + offs, y.to(q_ptr.dtype.element_ty), mask=ok)
+    return y
 
 
 @functools.lru_cache(maxsize=256)
@@ -88,8 +101,8 @@ def quantize_activations(x: torch.Tensor, key: QuantKey, static_scale: torch.Ten
     if x.stride(1) != 1:  # the kernel reads each row as one contiguous run
         x = x.contiguous()
     rows, k = x.shape
-    q = empty((rows, k), _TORCH_DTYPE[key.dtype], x.device)
-    qmax = _QMAX[key.dtype]
+    q = empty((rows, k), TORCH_DTYPE[key.dtype], x.device)
+    qmax = QMAX[key.dtype]
     if key.group.is_per_tensor:
         if static_scale is None:
             amax = x.abs().amax() if rows else x.new_zeros(())  # amax of no rows is an error in torch

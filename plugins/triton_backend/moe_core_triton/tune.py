@@ -87,8 +87,9 @@ def cuda_median_seconds(run) -> float:
 def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda", refine: bool = False,
               timer: Callable[[Callable[[], None]], float] = cuda_median_seconds) -> dict[int, configs.LaunchConfig]:
     """Best config per GEMM (1, 2) for one (shape, scheme, token count). Each candidate runs its GEMM step as
-    a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with its gated activation, GEMM2 with
-    the router weight and the top-k reduction, so split-K candidates pay for their extra pass and atomics.
+    a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with its gated activation and the
+    intermediate's quantization, GEMM2 with the router weight and the top-k reduction, so split-K candidates pay
+    for their extra pass and atomics, and a GEMM1 that quantizes in its epilogue gains the pass it saves.
     The candidates are :func:`candidates`, or with ``refine`` the :func:`refinements` of the config the layer
     picks now. ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
@@ -125,9 +126,9 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
                 print(f"  skip {lc}: {type(exc).__name__}", file=sys.stderr)
                 continue
             if reference is None:
-                reference = out.float()
+                reference = values(out)
             else:
-                drift = ((out.float() - reference).norm() / reference.norm()).item()
+                drift = ((values(out) - reference).norm() / reference.norm()).item()
                 if drift > 1e-2:
                     raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
             timings.append((timer(run), lc))
@@ -161,6 +162,18 @@ def fastest_by_variant(timings: list[tuple[float, configs.LaunchConfig]]) -> str
         fastest[variant] = min(seconds, fastest.get(variant, seconds))
     return ", ".join(f"{'swapped' if swap else 'unswapped'}{f' split {split}' if split > 1 else ''}{' tma' if tma else ''} {t * 1e6:.1f} us"
                      for (swap, split, tma), t in sorted(fastest.items()))
+
+
+def values(out: torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]) -> torch.Tensor:
+    """A GEMM step's result as float32 values: GEMM2's output, or GEMM1's (intermediate, scales), dequantized
+    (scales [rows, groups] of equal runs of columns, or [1, 1])."""
+    if isinstance(out, torch.Tensor):
+        return out.float()
+    codes, scales = out
+    if scales is None:
+        return codes.float()
+    group = -(-codes.shape[1] // scales.shape[1])
+    return codes.float() * scales.repeat_interleave(group, dim=1)[:, : codes.shape[1]]
 
 
 def write_atomically(path: Path, text: str) -> None:
