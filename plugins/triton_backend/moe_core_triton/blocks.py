@@ -7,7 +7,7 @@ int32 buffer (one allocation, one kernel argument) holding, in this order:
   expert, each expert's run padded to a multiple of BLOCK_M with the sentinel ``num_valid``;
 * ``block_expert`` [EM / BLOCK_M]: the local expert of each block;
 * ``num_padded`` [1]: rows in use; blocks at or past it exit at once;
-* scratch of the parallel kernels that build it (the one-program table needs none).
+* scratch of the kernels that build it.
 
 Built by Triton kernels with no host synchronisation — one program for small tables, two parallel
 launches for any size — so the layer is CUDA-graph capturable; ``EM`` is a static upper bound so
@@ -109,11 +109,13 @@ def _small_table_kernel(
     """The whole table in one program: per-expert counts, padded offsets, then a stable scatter.
 
     Invalid pairs are always dropped; with ``GUARD`` they are also counted in ``err_ptr`` (off only
-    to measure the counting's cost). Each expert's next free row is kept in registers across the
-    scatter's chunks, so no pass waits on a global-memory round trip."""
+    to measure the counting's cost). Scratch: ``num_local`` cursors after the table, kept in global memory
+    between chunks (cursors in registers, gathered per pair from an [CHUNK, experts] tile, measured slower
+    on the H100: 7.4 -> 8.4 us at 8 pairs, 10.4 -> 12.2 us at 128; docs/benchmarks/triton-h100.md)."""
     sorted_ids_ptr = table_ptr
     block_expert_ptr = table_ptr + capacity
     num_padded_ptr = block_expert_ptr + capacity // BLOCK_M
+    cursor_ptr = num_padded_ptr + 1
     experts = tl.arange(0, E_P2)
     lane = tl.arange(0, CHUNK)
     counts = tl.zeros([E_P2], dtype=tl.int32)
@@ -132,7 +134,7 @@ def _small_table_kernel(
         record_invalid_totals(err_ptr, tl.sum(num_bad, axis=0), tl.min(smallest, axis=0), tl.max(largest, axis=0))
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     ends = tl.cumsum(padded, axis=0)
-    cursor = ends - padded  # each expert's next free row
+    tl.store(cursor_ptr + experts, ends - padded, mask=experts < num_local)
     tl.store(num_padded_ptr, tl.sum(padded, axis=0))
     for start in range(0, capacity, CHUNK):
         tl.store(sorted_ids_ptr + start + lane, pairs, mask=start + lane < capacity)
@@ -140,17 +142,20 @@ def _small_table_kernel(
         blocks = first + lane
         owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
         tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=blocks < capacity // BLOCK_M)
-    tl.debug_barrier()  # the sentinels are written before any pair lands on them
+    tl.debug_barrier()
     for start in range(0, pairs, CHUNK):
         ok = start + lane < pairs
         e, bad, offending = local_experts(ids_ptr, map_ptr, start + lane, ok, num_experts, num_local, HAS_MAP)
         valid = e >= 0
         same = (e[:, None] == e[None, :]) & (lane[None, :] < lane[:, None])
         rank = tl.sum(same.to(tl.int32), axis=1)
-        mine = (e[:, None] == experts[None, :]) & valid[:, None]  # [CHUNK, E_P2]: each pair's expert
-        base = tl.sum(tl.where(mine, cursor[None, :], 0), axis=1)
+        base = tl.load(cursor_ptr + e, mask=valid, other=0)
         tl.store(sorted_ids_ptr + base + rank, start + lane, mask=valid)
-        cursor += tl.sum(mine.to(tl.int32), axis=0)
+        tl.debug_barrier()
+        seen = tl.sum(((e[:, None] == experts[None, :]) & valid[:, None]).to(tl.int32), axis=0)
+        cursor = tl.load(cursor_ptr + experts, mask=experts < num_local, other=0)
+        tl.store(cursor_ptr + experts, cursor + seen, mask=experts < num_local)
+        tl.debug_barrier()
 
 
 def standard_table(
@@ -183,7 +188,7 @@ def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, 
     device = topk_ids.device
     pairs = topk_ids.numel()
     capacity = _capacity(pairs, num_local, block_m)
-    table = empty((table_words(capacity, block_m),), torch.int32, device)
+    table = empty((table_words(capacity, block_m) + num_local,), torch.int32, device)
     ids = _flat(topk_ids)
     launch = _small_launcher(expert_map is not None, errors is not None, block_m, next_power_of_2(num_local))
     launch((1,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
