@@ -47,9 +47,9 @@ lies in one scale group) the scales multiply each step's tile product instead of
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
-``QUANT_OUT`` (GEMM1 of a scheme whose intermediate is quantized in groups of BLOCK_N columns, dynamically:
-fp8-block's 1x128 with 128-column tiles) quantizes the intermediate in the epilogue, 1 to fp8, 2 to int8, with the
-rules of :mod:`moe_core_triton.quantize`, writing the codes to ``c`` and one scale per row and tile to
+``QUANT_OUT`` (GEMM1 of a scheme whose intermediate is quantized to fp8 in groups of BLOCK_N columns,
+dynamically: fp8-block's 1x128 with 128-column tiles) quantizes the intermediate in the epilogue with the rules
+of :mod:`moe_core_triton.quantize`, writing the codes to ``c`` and one scale per row and tile to
 ``out_scale_ptr`` [rows, groups]: no separate pass reads the intermediate back, and half the bytes are written.
 
 ``TMA_B`` (a launch-config choice for 8- and 16-bit weights on Hopper; off unless a tuned data file picks it)
@@ -422,10 +422,9 @@ def moe_gemm_kernel(
             out = gated(out, out_up, limit, ACT, CLAMP)
         if QUANT_OUT:  # the intermediate written quantized: the tile's BLOCK_N columns are one scale group of each row
             out = tl.where(n_ok[None, :], out, 0.0)  # columns past N (with TMA_B: the next expert's rows) are not in it
-            qmax: tl.constexpr = 127.0 if QUANT_OUT == 2 else 448.0
-            out_scale = row_scales(out, qmax)
+            out_scale = row_scales(out, 448.0)
             tl.store(out_scale_ptr + ids * stride_osm + pid_n, out_scale, mask=row_ok)
-            out = codes(out / tl.maximum(out_scale, 1e-12)[:, None], qmax, QUANT_OUT == 2, ROUND_FP8)
+            out = codes(out / tl.maximum(out_scale, 1e-12)[:, None], 448.0, False, ROUND_FP8)
         if MUL_ROUTED_WEIGHT:
             w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
             out = out * w[:, None]

@@ -310,19 +310,18 @@ class TritonKernel(MoEKernel):
         """GEMM ``gemm`` (1 or 2) of this layer launched with ``lc`` as a forward launches it (for the tuner too)."""
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
         if gemm == 1:
-            quant_out = self._output_quantization(lc)
-            return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=True, weighted=False, atomic=False, quant_out=quant_out), quant_out > 0)
+            quant_out = self._quantizes_intermediate(lc)
+            return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=True, weighted=False, atomic=False, quant_out=quant_out), quant_out)
         return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=False, weighted=weighted, atomic=self._atomic(lc, batched)))
 
-    def _output_quantization(self, lc: configs.LaunchConfig) -> int:
-        """GEMM1's ``QUANT_OUT`` with ``lc``: 1 (fp8) or 2 (int8) when the intermediate is quantized dynamically in
-        groups of exactly BLOCK_N columns (fp8-block with 128-column tiles) and the K loop is not split; else 0."""
+    def _quantizes_intermediate(self, lc: configs.LaunchConfig) -> bool:
+        """Whether GEMM1 with ``lc`` quantizes the intermediate in its epilogue (``QUANT_OUT``): it is quantized to
+        fp8 dynamically in groups of exactly BLOCK_N columns (fp8-block with 128-column tiles), K not split."""
         key = self.activation_key
-        if key is None or key.static or key.group.rows != 1 or key.group.cols != lc.BLOCK_N or lc.SPLIT_K > 1:
-            return 0
-        return 2 if key.dtype is QuantDtype.INT8 else 1
+        return (key is not None and key.dtype is QuantDtype.FP8_E4M3 and not key.static and key.group.rows == 1
+                and key.group.cols == lc.BLOCK_N and lc.SPLIT_K == 1)
 
-    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool, quant_out: int = 0) -> Launcher:
+    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool, quant_out: bool = False) -> Launcher:
         """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations

@@ -22,17 +22,17 @@ DEVICE = "cuda" if GPU else "cpu"
 DTYPE = torch.bfloat16 if GPU else torch.float16  # bfloat16 is garbage in the interpreter
 
 
-def quant_out(name: str, lc: LaunchConfig) -> int:
-    return TritonKernel(MoEConfig(8, 2, 256, 256, dtype=DTYPE), *scheme(name).keys)._output_quantization(lc)
+def quant_out(name: str, lc: LaunchConfig) -> bool:
+    return TritonKernel(MoEConfig(8, 2, 256, 256, dtype=DTYPE), *scheme(name).keys)._quantizes_intermediate(lc)
 
 
 def test_only_tiles_that_are_whole_scale_groups_quantize_in_the_epilogue():
     wide, narrow = LaunchConfig(64, 128, 128, 8, 4, 3), LaunchConfig(64, 64, 128, 8, 4, 3)
-    assert quant_out("fp8-block", wide) == 1
-    assert quant_out("fp8-block", narrow) == 0  # a group spans two tiles
-    assert quant_out("fp8-block", LaunchConfig(64, 128, 128, 8, 4, 3, SPLIT_K=2)) == 0  # partial sums are not the intermediate
+    assert quant_out("fp8-block", wide)
+    assert not quant_out("fp8-block", narrow)  # a group spans two tiles
+    assert not quant_out("fp8-block", LaunchConfig(64, 128, 128, 8, 4, 3, SPLIT_K=2))  # partial sums are not the intermediate
     for name in ("unquantized", "fp8-channel", "fp8-tensor", "fp8-tensor-dyn", "int8", "w4a16"):  # whole rows, static or none
-        assert quant_out(name, wide) == 0, name
+        assert not quant_out(name, wide), name
 
 
 def test_the_layer_skips_the_quantization_pass():
