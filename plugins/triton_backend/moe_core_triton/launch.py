@@ -15,8 +15,8 @@ is always 16-byte aligned); an int's range (i32, i64, u64), whether it equals 1 
 constexpr) and whether it is a multiple of 16; a float is fp32, a bool u1, None a constexpr. The key
 of the direct path is finer: the Python type of every argument, the dtype of every tensor, the dtype,
 block shape and padding of every descriptor, the exact value of every other argument, and the current
-device; and the direct path is taken only when every tensor's data pointer is a multiple of 16. Two calls with one key
-therefore always get one specialization. Everything else goes through triton itself: the
+device; and the direct path is taken only when every tensor's data pointer is a multiple of 16. Two
+calls with one key therefore always get one specialization. Everything else goes through triton itself: the
 interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a pointer that is not
 16-byte aligned. Not seen by the direct path: triton knobs changed at run time (``TRITON_DEBUG``
 style options) after a specialization was first launched, and module globals a kernel reads

@@ -113,3 +113,26 @@ def test_refine_times_the_neighbours_of_each_gemms_current_choice(monkeypatch):
            2: kernel._config(HERE, rows, cfg.hidden_size, cfg.intermediate_size, 2, 3)}
     assert best == now
     assert len(timed) == sum(len(tune.refinements(lc, tma=True)) for lc in now.values()) and timed[0] == now[1]
+
+
+def test_gemm1_candidates_that_quantize_in_the_epilogue_are_compared_and_timed_with_the_rest(monkeypatch):
+    """fp8-block GEMM1 with 128-column tiles returns the quantized intermediate: the tuner compares it, dequantized,
+    with the other candidates' (a difference above 1% would raise) and times it."""
+    monkeypatch.setattr(tune, "_TILES", [(64, 128, 4, 4), (128, 128, 4, 4)])
+    timed = []
+
+    def timer(run):
+        timed.append(run.args[0])
+        return 1e-6 * (1 + (not run.args[0].quantizes_output))  # the candidates that quantize in the epilogue win
+
+    best = tune_case("tiny", "fp8-block", tokens=3, device=DEVICE, timer=timer)
+    kernel = TritonKernel(model("tiny").config(), *scheme("fp8-block").keys)
+    assert any(g.quantizes_output for g in timed) and any(not g.quantizes_output for g in timed)
+    assert kernel._quantizes_intermediate(best[1])
+
+
+def test_values_dequantizes_groups_of_columns():
+    codes = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    scales = torch.tensor([[2.0, 10.0], [0.5, 1.0]])
+    assert torch.equal(tune.values((codes, scales)), torch.tensor([[2.0, 4.0, 30.0], [2.0, 2.5, 6.0]]))
+    assert torch.equal(tune.values((codes, None)), codes) and torch.equal(tune.values(codes), codes)
