@@ -89,9 +89,10 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     """Best config per GEMM (1, 2) for one (shape, scheme, token count). Each candidate runs its GEMM step as
     a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with its gated activation and the
     intermediate's quantization, GEMM2 with the router weight and the top-k reduction, so split-K candidates pay
-    for their extra pass and atomics, and a GEMM1 that quantizes in its epilogue gains the pass it saves.
-    The candidates are :func:`candidates`, or with ``refine`` the :func:`refinements` of the config the layer
-    picks now. ``timer(run)`` -> seconds."""
+    for their extra pass and atomics, and a GEMM1 that quantizes in its epilogue gains the pass it saves. GEMM1
+    is tuned first; a GEMM2 candidate whose BLOCK_M differs from GEMM1's choice is timed with the second block
+    table a forward then builds. The candidates are :func:`candidates`, or with ``refine`` the
+    :func:`refinements` of the config the layer picks now. ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
@@ -105,6 +106,11 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         1: (h, lambda g, table: kernel._run_gemm1(g, a1, a1_scale, weights, table, rows, cfg.top_k, new_empty)),
         2: (i, lambda g, table: kernel._run_gemm2(g, a2, a2_scale, weights, table, routing, routing.topk_weights, None, new_empty, None)),
     }
+
+    def with_its_own_table(g, table):
+        """GEMM2's step when its BLOCK_M differs from GEMM1's: a forward builds its table too."""
+        return steps[2][1](g, standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, table.block_m))
+
     here = torch.device(device)
     tma = has_tma(here)
     tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma)
@@ -119,7 +125,8 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
             table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False)
-            run = functools.partial(step, launch, table)
+            own_table = gemm == 2 and lc.BLOCK_M != best[1].BLOCK_M
+            run = functools.partial(with_its_own_table if own_table else step, launch, table)
             try:
                 out = run()
             except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: not a candidate

@@ -136,3 +136,25 @@ def test_values_dequantizes_groups_of_columns():
     scales = torch.tensor([[2.0, 10.0], [0.5, 1.0]])
     assert torch.equal(tune.values((codes, scales)), torch.tensor([[2.0, 4.0, 30.0], [2.0, 2.5, 6.0]]))
     assert torch.equal(tune.values((codes, None)), codes) and torch.equal(tune.values(codes), codes)
+
+
+def test_gemm2_candidates_with_another_block_m_than_gemm1_pay_for_their_own_table(monkeypatch):
+    """A forward builds a second block table when GEMM2's BLOCK_M differs from GEMM1's: the tuner times it."""
+    monkeypatch.setattr(tune, "_TILES", [(64, 128, 4, 4)])
+    built = []
+    real_table = tune.standard_table
+    monkeypatch.setattr(tune, "standard_table", lambda *args, **kw: built.append(args[3]) or real_table(*args, **kw))
+    timed = []  # (gemm launch, the tables its timed run built)
+
+    def timer(run):
+        before = len(built)
+        run()
+        timed.append((run.args[0], built[before:]))
+        return 1e-6 * len(timed)  # the first candidate of each GEMM stays the fastest
+
+    best = tune_case("tiny", "unquantized", tokens=64, device=DEVICE, timer=timer)  # 16 rows per expert: 16- and 32-row tiles
+    gemm1, gemm2 = timed[: len(timed) // 2], timed[len(timed) // 2:]
+    assert {g.config.BLOCK_M for g, _ in gemm2} == {16, 32}
+    for g, tables in gemm2:
+        assert tables == ([] if g.config.BLOCK_M == best[1].BLOCK_M else [g.config.BLOCK_M]), (g.config, tables)
+    assert all(tables == [] for _, tables in gemm1)  # GEMM1's table is built in every forward: not part of its step
