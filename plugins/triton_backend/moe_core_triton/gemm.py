@@ -65,7 +65,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from moe_core_triton.quantize import codes, row_scales
+from moe_core_triton.quantize import FP8_QMAX, codes, row_scales
 
 
 @triton.jit
@@ -422,9 +422,9 @@ def moe_gemm_kernel(
             out = gated(out, out_up, limit, ACT, CLAMP)
         if QUANT_OUT:  # the intermediate written quantized: the tile's BLOCK_N columns are one scale group of each row
             out = tl.where(n_ok[None, :], out, 0.0)  # columns past N (with TMA_B: the next expert's rows) are not in it
-            out_scale = row_scales(out, 448.0)
+            out_scale = row_scales(out, FP8_QMAX)
             tl.store(out_scale_ptr + ids * stride_osm + pid_n, out_scale, mask=row_ok)
-            out = codes(out / tl.maximum(out_scale, 1e-12)[:, None], 448.0, False, ROUND_FP8)
+            out = codes(out / tl.maximum(out_scale, 1e-12)[:, None], FP8_QMAX, False, ROUND_FP8)
         if MUL_ROUTED_WEIGHT:
             w = tl.load(weights_ptr + ids, mask=row_ok, other=0.0).to(tl.float32)
             out = out * w[:, None]

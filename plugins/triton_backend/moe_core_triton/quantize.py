@@ -19,6 +19,8 @@ from moe_core_triton.launch import Launcher
 from moe_core_triton.scratch import Empty, new_empty
 
 QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
+#: The fp8 (e4m3) qmax as a constant kernels can read (GEMM1's epilogue quantization, gemm.py).
+FP8_QMAX = tl.constexpr(QMAX[QuantDtype.FP8_E4M3])
 TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
 
 
