@@ -109,10 +109,6 @@ def graph_check(rank: int, world: int, shapes: list[str], device: str, small: bo
     return out
 
 
-def _median(samples: list[float]) -> float:
-    return statistics.median(samples)
-
-
 def _replay_us(graph, iters: int, barrier: bool) -> float:
     """Median device time of one replay (CUDA events), ranks aligned by a barrier before each when asked."""
     times = []
@@ -126,7 +122,7 @@ def _replay_us(graph, iters: int, barrier: bool) -> float:
         end.synchronize()
         if it >= 2:
             times.append(start.elapsed_time(end) * 1e3)
-    return _median(times)
+    return statistics.median(times)
 
 
 def _off_rank_bytes(layer, sent, x) -> float:
@@ -165,7 +161,7 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: in
                             phases[name].append(v)
                         phases["total"].append(sum(spans))
                         phases["host"].append((time.perf_counter() - host) * 1e3)
-                row = {k: _median(v) * 1e3 for k, v in phases.items()}  # microseconds
+                row = {k: statistics.median(v) * 1e3 for k, v in phases.items()}  # microseconds
                 row["pair"] = f"{d} + {layer.backend}"
                 if cap is not None:
                     row["expert_capacity"] = cap
@@ -216,7 +212,7 @@ def _raw_all_to_all(rows: int, full: MoEConfig, device: str, iters: int) -> dict
             torch.cuda.synchronize()
         if it >= 2:
             times.append(_span_ms(start, end) * 1e-3)
-    sec = _median(times)
+    sec = statistics.median(times)
     moved = buf.numel() * buf.element_size() * (world - 1) / world
     return {"rows": buf.shape[0], "bytes_off_rank": moved, "us": sec * 1e6, "GBps": moved / sec / 1e9}
 
@@ -246,7 +242,7 @@ def _single_gpu(full: MoEConfig, weights, sch, tokens: int, device: str, iters: 
             torch.cuda.synchronize()
         if it >= 2:
             times.append(time.perf_counter() - start)
-    row = {"us": _median(times) * 1e6, "backend": layer.backend, "tokens": tokens}
+    row = {"us": statistics.median(times) * 1e6, "backend": layer.backend, "tokens": tokens}
     if cuda:
         graph, _ = _capture(lambda: layer(x, routing))
         row["graph_us"] = _replay_us(graph, iters, barrier=False)
