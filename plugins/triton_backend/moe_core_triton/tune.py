@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import torch
 
+from moe_core.numerics import relative_error, tolerance
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton import configs
@@ -111,6 +112,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         """GEMM2's step when its BLOCK_M differs from GEMM1's: a forward builds its table too."""
         return steps[2][1](g, standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, table.block_m))
 
+    budget = tolerance(sch.activation_key, cfg.dtype)  # fp8 intermediates: one flipped rounding moves a value 1/16
     here = torch.device(device)
     tma = has_tma(here)
     tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma)
@@ -135,9 +137,10 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
             if reference is None:
                 reference = values(out)
             else:
-                drift = ((values(out) - reference).norm() / reference.norm()).item()
-                if drift > 1e-2:
-                    raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g})")
+                drift = relative_error(values(out), reference)
+                if drift > budget:
+                    raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g} "
+                                         f"> {budget:.3g}, the scheme's numerics budget)")
             timings.append((timer(run), lc))
         seconds, best[gemm] = fastest(timings)
         print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {fastest_by_variant(timings)}; "

@@ -158,3 +158,20 @@ def test_gemm2_candidates_with_another_block_m_than_gemm1_pay_for_their_own_tabl
     for g, tables in gemm2:
         assert tables == ([] if g.config.BLOCK_M == best[1].BLOCK_M else [g.config.BLOCK_M]), (g.config, tables)
     assert all(tables == [] for _, tables in gemm1)  # GEMM1's table is built in every forward: not part of its step
+
+
+def test_a_candidate_whose_result_leaves_the_numerics_budget_stops_the_tuner(monkeypatch):
+    """Candidates may round differently (an fp8 intermediate moves by 1/16 per flipped rounding) but must agree within
+    the scheme's budget; one that computes something else is a kernel bug, never a timing."""
+    monkeypatch.setattr(tune, "_TILES", [(16, 32, 4, 4), (32, 32, 4, 4)])
+    real_values = tune.values
+    calls = []
+
+    def values(out):
+        calls.append(out)
+        got = real_values(out)
+        return got if len(calls) == 1 else got * 1.1  # every candidate after the first is 10% off
+
+    monkeypatch.setattr(tune, "values", values)
+    with pytest.raises(AssertionError, match=r"changes the result of GEMM1 \(relative difference 0.1 > 0.06"):
+        tune_case("tiny", "fp8-block", tokens=3, device=DEVICE, timer=lambda run: 1e-6)
