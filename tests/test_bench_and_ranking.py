@@ -206,3 +206,24 @@ def test_roofline_bytes_count_codes_scales_and_zero_points():
     assert per_expert["mxfp4"] == codes4 + (256 * 8 + 256 * 4) * 1  # e8m0 bytes per 32
     assert per_expert["nvfp4-w4a16"] == codes4 + (256 * 16 + 256 * 8) * 1 + 2 * 4  # e4m3 per 16, two global scales
     assert per_expert["fp8-block"] == 3 * 256 * 128 + (2 * 2 + 2 * 1) * 4  # 128x128 blocks
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the back-to-back eager time uses CUDA events")
+def test_eager_time_counts_host_work_that_outlasts_the_gpu_work():
+    """A call that spends 300 µs on the host to launch 1 µs of GPU work takes >= 300 µs per call back to back,
+    as a model running it eagerly sees; do_bench's L2 flush before each call would hide most of it."""
+    x = torch.ones(16, device="cuda")
+
+    def host_bound():
+        end = time.perf_counter() + 300e-6
+        while time.perf_counter() < end:
+            pass
+        x.add_(1)
+
+    assert harness.Timer("cuda").back_to_back(host_bound) >= 290e-6
+
+
+def test_eager_time_on_a_cpu_is_the_wall_clock_median():
+    calls = []
+    assert harness.Timer("cpu", cpu_repeats=3).back_to_back(lambda: calls.append(time.sleep(2e-3))) >= 2e-3
+    assert len(calls) == 4  # one warm-up, then the repeats

@@ -1,4 +1,5 @@
-"""Timing: CUDA events through triton.testing.do_bench (median) on a GPU, wall clock on a CPU."""
+"""Timing: CUDA events through triton.testing.do_bench (median) on a GPU, wall clock on a CPU; and the
+back-to-back time of eager calls, host work included."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class Timer:
     def method(self) -> str:
         if self.device_type != "cuda":
             return "wall clock (perf_counter), median"
-        return "triton.testing.do_bench (CUDA events), median" if _has_triton() else "CUDA events, median"
+        graph = "triton.testing.do_bench (CUDA events), median" if _has_triton() else "CUDA events, median"
+        return f"graph replays: {graph}; eager: calls back to back (CUDA events), median of {BATCHES} batches"
 
     def time(self, fn: Callable[[], object]) -> float:
         if self.device_type == "cuda":
@@ -37,6 +39,44 @@ class Timer:
             fn()
             samples.append(time.perf_counter() - start)
         return statistics.median(samples)
+
+    def back_to_back(self, fn: Callable[[], object]) -> float:
+        """Seconds per call of ``fn`` called back to back, as a model running eagerly calls a layer: each
+        call is enqueued as soon as the one before returns, so a call whose host work (Python, allocations,
+        launches) outlasts its GPU work is timed by its host work. On CUDA: CUDA events around batches of
+        calls about ``BATCH_MS`` long, median per call of ``BATCHES`` batches, no L2 flush between calls
+        (``time`` flushes it before each call, which gives the host that flush's duration for free). On a
+        CPU the same as :meth:`time`."""
+        if self.device_type != "cuda":
+            return self.time(fn)
+        return _back_to_back_cuda(fn)
+
+
+#: Length and number of the batches of :meth:`Timer.back_to_back` on CUDA.
+BATCH_MS = 20.0
+BATCHES = 5
+
+
+def _back_to_back_cuda(fn: Callable[[], object]) -> float:
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    calls = max(3, min(2000, int(BATCH_MS * 1e-3 / max(time.perf_counter() - start, 1e-6))))
+    samples = []
+    for _ in range(BATCHES):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        begin.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(begin.elapsed_time(end) / 1e3 / calls)
+    return statistics.median(samples)
 
 
 def _has_triton() -> bool:
