@@ -28,17 +28,16 @@ from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
 from moe_core_triton.launch import Launcher
 from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
 from moe_core_triton.reduce import topk_sum
-from moe_core_triton.scratch import Scratch, new_empty
+from moe_core_triton.scratch import POOL, new_empty
 
 #: Rows (token-expert pairs) the int32 block table can index.
 MAX_ROWS = 2**31 - 1
 #: check_shapes' answer for every input it accepts (Support is immutable; made once, not per call).
 _FITS = Support.yes()
-#: Standard-format forwards of at most this many (token, slot) rows on a GPU reuse their internal
-#: buffers (:mod:`moe_core_triton.scratch`); larger ones are not host-bound. At most
-#: MAX_SCRATCHES sets are kept per kernel (Mixtral-sized: under 3 MB each).
-REUSE_MAX_ROWS = 64
-MAX_SCRATCHES = 8
+#: Standard-format forwards on a GPU reuse their internal buffers (:mod:`moe_core_triton.scratch`) while
+#: rows x (hidden + intermediate), the elements of their intermediate and per-row output, is at most this
+#: (8 MB in 16 bits: Qwen3-30B-A3B to 186 tokens, Mixtral-8x7B to 113); larger forwards are GPU-bound.
+REUSE_MAX_ELEMENTS = 4 << 20
 #: Columns per program of the gated-activation pass after a split-K GEMM1.
 GATED_BLOCK_N = 1024
 #: The largest BLOCK_M whose weight-only GEMMs scale the tile product rather than the weights (decode tiles).
@@ -161,10 +160,11 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
+        # Layers with this shape and scheme allocate alike: they share scratch sets (moe_core_triton.scratch).
+        self._scratch_family = (config.hidden_size, config.intermediate_size, config.top_k, config.dtype, weight_key, activation_key)
         # The gated activation's constexprs, shared by GEMM1's epilogue and the split-K gated pass.
         self._act, self._clamp = 0 if config.activation is Activation.SILU else 1, config.swiglu_limit is not None
         self._gated_rows = Launcher(gated_rows_kernel, num_warps=4, ACT=self._act, CLAMP=self._clamp, BLOCK_N=GATED_BLOCK_N)
-        self._scratches: dict[tuple, Scratch] = {}
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32.
@@ -281,17 +281,15 @@ class TritonKernel(MoEKernel):
         return not batched and (self.reduce == "atomic" or gemm2.SPLIT_K > 1)
 
     def _scratch(self, device: torch.device, rows: int, tokens: int):
-        """The ``empty`` of a standard-format forward: a reused :class:`Scratch` for small forwards
-        outside CUDA-graph capture, keyed by (device, stream, thread, rows, tokens); else plain allocation."""
-        if rows > REUSE_MAX_ROWS or device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        """The ``empty`` of a standard-format forward: the shared scratch set of small forwards outside
+        CUDA-graph capture, keyed by (device, stream, thread, rows, tokens, layer shape and scheme); else
+        plain allocation."""
+        cfg = self.config
+        if rows * (cfg.hidden_size + cfg.intermediate_size) > REUSE_MAX_ELEMENTS or device.type != "cuda" \
+                or torch.cuda.is_current_stream_capturing():
             return new_empty
-        key = (device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens)
-        scratch = self._scratches.get(key)
-        if scratch is None:
-            if len(self._scratches) >= MAX_SCRATCHES:
-                self._scratches.clear()
-            scratch = self._scratches[key] = Scratch()
-        return scratch.rewind().empty
+        return POOL.empty_for((device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens,
+                               self._scratch_family))
 
     def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool) -> tuple[GemmLaunch, GemmLaunch]:
         """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,

@@ -1,15 +1,16 @@
 """Scratch buffers that consecutive small forwards reuse instead of allocating (host overhead, issue 12).
 
-A ``torch.empty`` costs 3-5 µs of host time on the H100 machine and a one-token forward makes
-about seven of them. The kernel hands its pieces an ``empty(shape, dtype, device)`` callable:
-:func:`new_empty` allocates; :meth:`Scratch.empty` returns the buffer that the same allocation
-(by order within the forward) got in the previous forward with the same key.
+A ``torch.empty`` costs 3-5 µs of host time on the H100 machine and a forward makes about eight of
+them. The kernel hands its pieces an ``empty(shape, dtype, device)`` callable: :func:`new_empty`
+allocates; :meth:`Scratch.empty` returns the buffer that the same allocation (by order within the
+forward) got in the previous forward with the same key.
 
-Reuse is safe because the kernel keys a :class:`Scratch` by (device, stream, thread, rows,
-tokens) and uses one only for buffers that never leave the forward: work queued on one stream
-runs in order, so a forward's reads of a buffer finish before the next forward on that stream
-writes it. While a CUDA graph is being captured no scratch is used (the graph gets buffers of
-its own, and replays may run on any stream).
+Reuse is safe because :data:`POOL` keys a :class:`Scratch` by (device, stream, thread, rows, tokens,
+layer shape and scheme) and the kernel uses one only for buffers that never leave the forward: work
+queued on one stream runs in order, so a forward's reads of a buffer finish before the next forward
+on that stream writes it — the same layer's next call or the next layer of the model, which shares
+the set (one set per shape, not one per layer). While a CUDA graph is being captured no scratch is
+used (the graph gets buffers of its own, and replays may run on any stream).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class Scratch:
         self._specs: list[tuple] = []
         self._next = 0
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the buffers it holds."""
+        return sum(buffer.nbytes for buffer in self._buffers)
+
     def rewind(self) -> Scratch:
         """Start a forward: the next :meth:`empty` returns the first buffer again."""
         self._next = 0
@@ -55,3 +61,36 @@ class Scratch:
         self._buffers.append(buffer)
         self._specs.append(spec)
         return buffer
+
+
+#: Bytes of scratch the process keeps between forwards (all sets together); a new set that finds more
+#: held drops every set first. Forwards whose buffers are large are GPU-bound: they allocate instead.
+MAX_HELD_BYTES = 64 << 20
+
+
+class ScratchPool:
+    """The scratch sets of a process, one per key, holding at most about :data:`MAX_HELD_BYTES`."""
+
+    def __init__(self, max_bytes: int = MAX_HELD_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._sets: dict[tuple, Scratch] = {}
+
+    def empty_for(self, key: tuple) -> Empty:
+        """The ``empty`` of one forward with this key: its set, rewound (a new set when the key is new)."""
+        scratch = self._sets.get(key)
+        if scratch is None:
+            if self.held_bytes() > self.max_bytes:
+                self._sets.clear()
+            scratch = self._sets[key] = Scratch()
+        return scratch.rewind().empty
+
+    def held_bytes(self) -> int:
+        """Bytes held by every set."""
+        return sum(scratch.nbytes for scratch in self._sets.values())
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+
+#: The process's scratch sets, shared by every Triton kernel (a model's layers of one shape share one set).
+POOL = ScratchPool()
