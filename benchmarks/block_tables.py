@@ -1,9 +1,9 @@
-"""Experiment: the Triton block table, one-program kernel vs the two-launch parallel kernels.
+"""Experiment: the Triton block table (one cooperative launch at every size).
 
 Run on a GPU: python benchmarks/block_tables.py [--json OUT]
-For several expert counts and pair counts: GPU time (CUDA-graph replay, do_bench median) and host
-time (``moe_core.bench.timing.host_time``) of building one table with BLOCK_M = 16; the one-program
-kernel only up to its limit (SMALL_TABLE_PAIRS).
+For several expert counts and pair counts: GPU time (CUDA-graph replay, do_bench median), time per call of
+eager calls made back to back and host time (``moe_core.bench.timing``) of building one table with
+BLOCK_M = 16, and the programs of its launch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from moe_core.bench.harness import _capture
 from moe_core.bench.report import save_experiment
 from moe_core.bench.timing import Timer, host_time
-from moe_core_triton.blocks import SMALL_TABLE_PAIRS, _large_table, _small_table
+from moe_core_triton.blocks import cdiv, max_programs, pairs_per_program, standard_table
 
 
 def main() -> int:
@@ -25,17 +25,15 @@ def main() -> int:
     args = parser.parse_args()
     timer = Timer("cuda")
     rows = []
+    device = torch.device("cuda")
     for experts in (8, 128, 256):
         for pairs in (8, 64, 512, 2048, 4096, 32768):
-            ids = torch.randint(0, experts, (pairs, 1), device="cuda", dtype=torch.int32)
-            row = {"experts": experts, "pairs": pairs}
-            for name, build in (("one_program", _small_table), ("parallel", _large_table)):
-                if name == "one_program" and pairs > SMALL_TABLE_PAIRS:
-                    continue
-                fn = lambda b=build: b(ids, experts, experts, 16, None, None)  # noqa: E731
-                graph = _capture(lambda: fn(), [()])[0]
-                row[f"{name}_graph_us"] = timer.time(graph.replay) * 1e6
-                row[f"{name}_host_us"] = host_time(fn) * 1e6
+            ids = torch.randint(0, experts, (pairs, 1), device=device, dtype=torch.int32)
+            fn = lambda: standard_table(ids, experts, experts, 16)  # noqa: E731
+            graph = _capture(fn, [()])[0]
+            row = {"experts": experts, "pairs": pairs,
+                   "programs": cdiv(pairs, pairs_per_program(pairs, max_programs(device))),
+                   "graph_us": timer.time(graph.replay) * 1e6, "eager_us": timer.back_to_back(fn) * 1e6, "host_us": host_time(fn) * 1e6}
             rows.append(row)
             print("  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     if args.json:

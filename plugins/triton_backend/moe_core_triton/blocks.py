@@ -9,10 +9,11 @@ int32 buffer (one allocation, one kernel argument) holding, in this order:
 * ``num_padded`` [1]: rows in use; blocks at or past it exit at once;
 * scratch of the kernels that build it.
 
-Built by Triton kernels with no host synchronisation — one program for small tables, two parallel
-launches for any size — so the layer is CUDA-graph capturable; ``EM`` is a static upper bound so
-the launch grid never depends on routing. Invalid pairs (see :func:`local_experts`) are dropped
-and counted, never used as an index.
+Built by one Triton launch at every size, with no host synchronisation, so the layer is CUDA-graph
+capturable: a cooperative grid of up to one program per SM (one program up to 1024 pairs) counts, ranks
+and places the pairs in three phases separated by grid barriers (:func:`grid_barrier`). ``EM`` is a static upper bound so the launch
+grid never depends on routing. Invalid pairs (see :func:`local_experts`) are dropped and counted, never
+used as an index.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import functools
+import threading
 
 import torch
 import triton
@@ -28,13 +30,6 @@ import triton.language as tl
 from moe_core.routing_guard import RoutingErrorCounter
 from moe_core_triton.launch import Launcher
 from moe_core_triton.scratch import Empty, new_empty
-
-#: Up to this many (token, slot) pairs the table is built by one Triton program (one launch, least
-#: host time); beyond it by the two-launch parallel table, whose GPU time stays 13-23 µs at any size
-#: while the one program's grows (H100: 24-48 µs at 512 pairs, 161-254 µs at 4096;
-#: docs/benchmarks/raw/block_tables_h100.txt).
-SMALL_TABLE_PAIRS = 128
-
 
 @dataclass(frozen=True, eq=False)
 class BlockTable:
@@ -85,93 +80,129 @@ def local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP: t
 
 @triton.jit
 def record_invalid(err_ptr, bad, offending):
-    """Count the ``bad`` lanes of one program, and the range of their ``offending`` values, in the counter."""
-    record_invalid_totals(err_ptr, tl.sum(bad.to(tl.int64), axis=0),
-                          tl.min(tl.where(bad, offending, 9223372036854775807), axis=0),
-                          tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
-
-
-@triton.jit
-def record_invalid_totals(err_ptr, count, smallest, largest):
-    """Add one program's invalid-value count and range to the int64 [count, smallest, largest] counter."""
+    """Count the ``bad`` lanes of one program, and the range of their ``offending`` values, in the int64
+    [count, smallest, largest] counter."""
+    count = tl.sum(bad.to(tl.int64), axis=0)
     if count > 0:
         tl.atomic_add(err_ptr, count)
-        tl.atomic_min(err_ptr + 1, smallest)
-        tl.atomic_max(err_ptr + 2, largest)
+        tl.atomic_min(err_ptr + 1, tl.min(tl.where(bad, offending, 9223372036854775807), axis=0))
+        tl.atomic_max(err_ptr + 2, tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
 
 
 @triton.jit
-def _small_table_kernel(
-    ids_ptr, map_ptr, err_ptr, table_ptr,
-    pairs, num_experts, num_local, capacity,
-    HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr, CHUNK: tl.constexpr,
-):
-    """The whole table in one program: per-expert counts, padded offsets, then a stable scatter.
+def grid_barrier(bar_ptr):
+    """Wait until every program of the launch has arrived here, their memory writes visible to each other.
 
-    Invalid pairs are always dropped; with ``GUARD`` they are also counted in ``err_ptr`` (off only
-    to measure the counting's cost). Scratch: ``num_local`` cursors after the table, kept in global memory
-    between chunks (cursors in registers, gathered per pair from an [CHUNK, experts] tile, measured slower
-    on the H100: 7.4 -> 8.4 us at 8 pairs, 10.4 -> 12.2 us at 128; docs/benchmarks/triton-h100.md)."""
+    The launch must be cooperative (all programs resident). ``bar_ptr``: int32 [arrived, generation],
+    zero before a launch's first barrier and left with ``arrived`` zero after each, so the same state
+    serves the next launch on the stream. A launch of one program never touches it."""
+    tl.debug_barrier()
+    programs = tl.num_programs(0)
+    if programs > 1:
+        generation = tl.atomic_add(bar_ptr + 1, 0, sem="acquire")
+        if tl.atomic_add(bar_ptr, 1, sem="acq_rel") == programs - 1:
+            tl.atomic_xchg(bar_ptr, 0, sem="relaxed")
+            tl.atomic_add(bar_ptr + 1, 1, sem="release")
+        else:
+            while tl.atomic_add(bar_ptr + 1, 0, sem="acquire") == generation:
+                pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _table_kernel(ids_ptr, map_ptr, err_ptr, table_ptr, bar_ptr,
+                  pairs, num_experts, num_local, capacity, scratch,
+                  HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr,
+                  BLOCK: tl.constexpr, BLOCKS: tl.constexpr):
+    """The whole table in one cooperative launch; program ``p`` takes pairs [p * BLOCK, (p + 1) * BLOCK).
+
+    1. Its pairs' local experts (invalid ones counted when ``GUARD``); program 0 zeroes the per-expert
+       counts; ``sorted_ids`` filled with the sentinel. Barrier.
+    2. Each pair's rank among its expert's pairs: an atomic on the expert's count. Barrier.
+    3. Padded expert offsets from the counts (a one-program launch counts its pairs in registers);
+       each pair placed at offset + rank; ``block_expert`` (``BLOCKS`` blocks per step) and
+       ``num_padded`` written. Within an expert, pairs land in atomic order, which changes no output
+       value (each row is computed on its own).
+
+    Scratch at word ``scratch`` of the table: counts [num_local], then each expert's first row [num_local]
+    (every program writes the same values there, then gathers its pairs' from it)."""
+    num_blocks = capacity // BLOCK_M
     sorted_ids_ptr = table_ptr
     block_expert_ptr = table_ptr + capacity
-    num_padded_ptr = block_expert_ptr + capacity // BLOCK_M
-    cursor_ptr = num_padded_ptr + 1
+    num_padded_ptr = block_expert_ptr + num_blocks
+    counts_ptr = table_ptr + scratch
+    first_row_ptr = counts_ptr + num_local
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
     experts = tl.arange(0, E_P2)
-    lane = tl.arange(0, CHUNK)
-    counts = tl.zeros([E_P2], dtype=tl.int32)
-    num_bad = tl.zeros([CHUNK], dtype=tl.int64)
-    smallest = tl.full([CHUNK], 9223372036854775807, dtype=tl.int64)
-    largest = tl.full([CHUNK], -9223372036854775807 - 1, dtype=tl.int64)
-    for start in range(0, pairs, CHUNK):
-        ok = start + lane < pairs
-        e, bad, offending = local_experts(ids_ptr, map_ptr, start + lane, ok, num_experts, num_local, HAS_MAP)
-        if GUARD:
-            num_bad += bad.to(tl.int64)
-            smallest = tl.where(bad, tl.minimum(smallest, offending), smallest)
-            largest = tl.where(bad, tl.maximum(largest, offending), largest)
-        counts += tl.sum((e[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    lane = tl.arange(0, BLOCK)
+    offs = pid * BLOCK + lane
+    ok = offs < pairs
+    e, bad, offending = local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP)
+    valid = e >= 0
     if GUARD:
-        record_invalid_totals(err_ptr, tl.sum(num_bad, axis=0), tl.min(smallest, axis=0), tl.max(largest, axis=0))
+        record_invalid(err_ptr, bad, offending)
+    if pid == 0:
+        tl.store(counts_ptr + experts, tl.zeros([E_P2], dtype=tl.int32), mask=experts < num_local)
+    for start in range(pid * BLOCK, capacity, programs * BLOCK):
+        tl.store(sorted_ids_ptr + start + lane, pairs, mask=start + lane < capacity)
+    grid_barrier(bar_ptr)
+    rank = tl.atomic_add(counts_ptr + e, tl.full([BLOCK], 1, tl.int32), mask=valid, sem="relaxed")
+    grid_barrier(bar_ptr)
+    if programs == 1:
+        counts = tl.histogram(e, E_P2, mask=valid)
+    else:
+        counts = tl.load(counts_ptr + experts, mask=experts < num_local, other=0, cache_modifier=".cg")  # other SMs' atomics
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     ends = tl.cumsum(padded, axis=0)
-    tl.store(cursor_ptr + experts, ends - padded, mask=experts < num_local)
-    tl.store(num_padded_ptr, tl.sum(padded, axis=0))
-    for start in range(0, capacity, CHUNK):
-        tl.store(sorted_ids_ptr + start + lane, pairs, mask=start + lane < capacity)
-    for first in range(0, capacity // BLOCK_M, CHUNK):
-        blocks = first + lane
-        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
-        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=blocks < capacity // BLOCK_M)
+    tl.store(first_row_ptr + experts, ends - padded, mask=experts < num_local)
     tl.debug_barrier()
-    for start in range(0, pairs, CHUNK):
-        ok = start + lane < pairs
-        e, bad, offending = local_experts(ids_ptr, map_ptr, start + lane, ok, num_experts, num_local, HAS_MAP)
-        valid = e >= 0
-        same = (e[:, None] == e[None, :]) & (lane[None, :] < lane[:, None])
-        rank = tl.sum(same.to(tl.int32), axis=1)
-        base = tl.load(cursor_ptr + e, mask=valid, other=0)
-        tl.store(sorted_ids_ptr + base + rank, start + lane, mask=valid)
-        tl.debug_barrier()
-        seen = tl.sum(((e[:, None] == experts[None, :]) & valid[:, None]).to(tl.int32), axis=0)
-        cursor = tl.load(cursor_ptr + experts, mask=experts < num_local, other=0)
-        tl.store(cursor_ptr + experts, cursor + seen, mask=experts < num_local)
-        tl.debug_barrier()
+    first_row = tl.load(first_row_ptr + e, mask=valid, other=0)
+    tl.store(sorted_ids_ptr + first_row + rank, offs, mask=valid)
+    for start in range(pid * BLOCKS, num_blocks, programs * BLOCKS):
+        blocks = start + tl.arange(0, BLOCKS)
+        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=blocks < num_blocks)
+    if pid == 0:
+        tl.store(num_padded_ptr, tl.sum(padded, axis=0))
 
 
 def standard_table(
     topk_ids: torch.Tensor, num_experts: int, num_local: int, block_m: int,
     expert_map: torch.Tensor | None = None, errors: RoutingErrorCounter | None = None, *, empty: Empty = new_empty,
+    block: int | None = None,
 ) -> BlockTable:
     """Group the T*k (token, slot) pairs of ``topk_ids`` [T, k] by local expert.
 
     Remote pairs (expert map entry -1) are dropped; so are invalid pairs (an id outside
     [0, num_experts), a map entry outside [-1, num_local)), which are also counted in ``errors``.
-    ``empty`` allocates the table (see :mod:`moe_core_triton.scratch`).
+    ``empty`` allocates the table (see :mod:`moe_core_triton.scratch`); ``block`` (for tests: 16 makes
+    a launch of several programs on a GPU) is the fewest pairs per program (:func:`pairs_per_program`).
     """
-    pairs = topk_ids.numel()
-    if 0 < pairs <= SMALL_TABLE_PAIRS and num_local <= 1024:
-        return _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty)
-    return _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty)
+    device = topk_ids.device
+    ids = _flat(topk_ids)
+    pairs = ids.numel()
+    capacity = _capacity(pairs, num_local, block_m)
+    words = table_words(capacity, block_m)
+    if pairs == 0:
+        return BlockTable(torch.zeros(words, dtype=torch.int32, device=device), capacity, pairs, block_m)
+    table = empty((words + 2 * num_local,), torch.int32, device)
+    e_p2 = next_power_of_2(num_local)
+    block = pairs_per_program(pairs, max_programs(device), block or MIN_PAIRS_PER_PROGRAM)
+    programs = cdiv(pairs, block)
+    launch = _table_launcher(expert_map is not None, errors is not None, block_m, e_p2, block, programs > 1)
+    launch((programs,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
+           table, barrier_state(device) if programs > 1 else table, pairs, num_experts, num_local, capacity, words)
+    return BlockTable(table, capacity, pairs, block_m)
+
+
+#: Pairs of the smallest program of a table launch (a launch of one program, no barriers, up to this many).
+MIN_PAIRS_PER_PROGRAM = 1024
+
+
+def pairs_per_program(pairs: int, programs: int, least: int = MIN_PAIRS_PER_PROGRAM) -> int:
+    """Pairs per program: a power of two, at least ``least``, such that at most ``programs`` programs cover ``pairs``."""
+    return next_power_of_2(max(least, cdiv(pairs, programs)))
 
 
 def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
@@ -180,106 +211,39 @@ def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _small_launcher(has_map: bool, guard: bool, block_m: int, e_p2: int) -> Launcher:
-    return Launcher(_small_table_kernel, num_warps=4, HAS_MAP=has_map, GUARD=guard, BLOCK_M=block_m, E_P2=e_p2, CHUNK=64)
+def _table_launcher(has_map: bool, guard: bool, block_m: int, e_p2: int, block: int, cooperative: bool) -> Launcher:
+    """A launch of several programs is cooperative (its barriers need every program resident); a launch of one is
+    not: a cooperative launch costs about 50 µs more host time on the H100 machine (66.6 against 14.3 µs)."""
+    return Launcher(_table_kernel, num_warps=4, cooperative=cooperative, HAS_MAP=has_map, GUARD=guard, BLOCK_M=block_m, E_P2=e_p2,
+                    BLOCK=block, BLOCKS=max(16, 16384 // e_p2))
 
 
-def _small_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty: Empty = new_empty) -> BlockTable:
-    device = topk_ids.device
-    pairs = topk_ids.numel()
-    capacity = _capacity(pairs, num_local, block_m)
-    table = empty((table_words(capacity, block_m) + num_local,), torch.int32, device)
-    ids = _flat(topk_ids)
-    launch = _small_launcher(expert_map is not None, errors is not None, block_m, next_power_of_2(num_local))
-    launch((1,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
-           table, pairs, num_experts, num_local, capacity)
-    return BlockTable(table, capacity, pairs, block_m)
+def max_programs(device: torch.device) -> int:
+    """Programs of one table launch: one per SM on a GPU (a cooperative launch of that many small programs
+    always fits); one elsewhere (the interpreter runs programs one after another, so none may wait for another)."""
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device()) if device.type == "cuda" else 1
 
 
-@triton.jit
-def _rank_kernel(ids_ptr, map_ptr, err_ptr, counts_ptr, table_ptr,
-                 pairs, capacity, scratch, fill_per_program, num_experts, num_local,
-                 HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK: tl.constexpr):
-    """Pass 1 of the parallel table: each pair's local expert and its rank among that expert's pairs
-    (an atomic on the expert's count); invalid pairs counted; ``sorted_ids`` filled with the sentinel.
-    Scratch at word ``scratch`` of the table: local experts [pairs], then ranks [pairs]."""
-    sorted_ids_ptr = table_ptr
-    local_ptr = table_ptr + scratch
-    rank_ptr = local_ptr + pairs
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    ok = offs < pairs
-    e, bad, offending = local_experts(ids_ptr, map_ptr, offs, ok, num_experts, num_local, HAS_MAP)
-    valid = e >= 0
-    rank = tl.atomic_add(counts_ptr + e, tl.full([BLOCK], 1, tl.int32), mask=valid, sem="relaxed")
-    tl.store(local_ptr + offs, e, mask=ok)
-    tl.store(rank_ptr + offs, rank, mask=ok & valid)
-    if GUARD:
-        record_invalid(err_ptr, bad, offending)
-    first = pid * fill_per_program
-    for start in range(first, first + fill_per_program, BLOCK):
-        lane = start + tl.arange(0, BLOCK)
-        tl.store(sorted_ids_ptr + lane, pairs, mask=(lane < capacity) & (lane < first + fill_per_program))
+@functools.lru_cache(maxsize=64)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-@triton.jit
-def _place_kernel(counts_ptr, table_ptr,
-                  pairs, num_local, capacity, scratch, blocks_per_program,
-                  BLOCK_M: tl.constexpr, E_P2: tl.constexpr, BLOCK: tl.constexpr):
-    """Pass 2: every program derives the padded expert offsets from the counts, places its pairs at
-    offset + rank, and writes its share of ``block_expert``; program 0 writes ``num_padded``."""
-    sorted_ids_ptr = table_ptr
-    num_blocks = capacity // BLOCK_M
-    block_expert_ptr = table_ptr + capacity
-    num_padded_ptr = block_expert_ptr + num_blocks
-    local_ptr = table_ptr + scratch
-    rank_ptr = local_ptr + pairs
-    pid = tl.program_id(0)
-    experts = tl.arange(0, E_P2)
-    counts = tl.load(counts_ptr + experts, mask=experts < num_local, other=0)
-    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
-    ends = tl.cumsum(padded, axis=0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    e = tl.load(local_ptr + offs, mask=offs < pairs, other=-1)
-    valid = e >= 0
-    start = tl.sum(tl.where(experts[None, :] < e[:, None], padded[None, :], 0), axis=1)
-    rank = tl.load(rank_ptr + offs, mask=valid, other=0)
-    tl.store(sorted_ids_ptr + start + rank, offs, mask=valid)
-    first = pid * blocks_per_program
-    for chunk in range(first, first + blocks_per_program, BLOCK):
-        blocks = chunk + tl.arange(0, BLOCK)
-        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
-        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=(blocks < num_blocks) & (blocks < first + blocks_per_program))
-    if pid == 0:
-        tl.store(num_padded_ptr, tl.sum(padded, axis=0))
+#: Grid-barrier states kept between launches, per (device, stream, thread): launches queued on one stream
+#: run one after another, and each leaves its state ready for the next.
+_barriers: dict[tuple, torch.Tensor] = {}
 
 
-@functools.lru_cache(maxsize=256)
-def _parallel_launchers(has_map: bool, guard: bool, block_m: int, e_p2: int, block: int) -> tuple[Launcher, Launcher]:
-    return (Launcher(_rank_kernel, num_warps=4, HAS_MAP=has_map, GUARD=guard, BLOCK=block),
-            Launcher(_place_kernel, num_warps=4, BLOCK_M=block_m, E_P2=e_p2, BLOCK=block))
-
-
-def _large_table(topk_ids, num_experts, num_local, block_m, expert_map, errors, empty: Empty = new_empty) -> BlockTable:
-    """Any number of pairs in two parallel launches (plus zeroing the counts); within an expert,
-    pairs land in atomic order, which changes no output value (each row is computed on its own)."""
-    device = topk_ids.device
-    ids = _flat(topk_ids)
-    pairs = ids.numel()
-    capacity = _capacity(pairs, num_local, block_m)
-    words = table_words(capacity, block_m)
-    if pairs == 0:
-        return BlockTable(torch.zeros(words, dtype=torch.int32, device=device), capacity, pairs, block_m)
-    table = empty((words + 2 * pairs,), torch.int32, device)
-    counts = torch.zeros(num_local, dtype=torch.int32, device=device)
-    e_p2 = next_power_of_2(num_local)
-    block = max(16, min(1024, 16384 // e_p2))
-    programs = cdiv(pairs, block)
-    rank, place = _parallel_launchers(expert_map is not None, errors is not None, block_m, e_p2, block)
-    rank((programs,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
-         counts, table, pairs, capacity, words, cdiv(capacity, programs), num_experts, num_local)
-    place((programs,), counts, table, pairs, num_local, capacity, words, cdiv(capacity // block_m, programs))
-    return BlockTable(table, capacity, pairs, block_m)
+def barrier_state(device: torch.device) -> torch.Tensor:
+    """The zero-initialised int32 [2] state of :func:`grid_barrier` for a launch on the current stream. While a
+    CUDA graph is captured, a new one the graph zeroes on every replay (a replay may run on any stream)."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.zeros(2, dtype=torch.int32, device=device)
+    key = (device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident())
+    state = _barriers.get(key)
+    if state is None:
+        state = _barriers[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return state
 
 
 def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int, errors: RoutingErrorCounter | None = None) -> BlockTable:

@@ -123,7 +123,7 @@ def compile_launch(launch: Launch, arch: int):
     from triton.compiler import ASTSource
 
     options = dict(launch.options)
-    compile_options = {k: options.pop(k) for k in ("num_warps", "num_stages") if k in options}
+    compile_options = {k: options.pop(k) for k in ("num_warps", "num_stages", "launch_cooperative_grid") if k in options}
     params = launch.fn.arg_names
     runtime = params[: len(launch.specialization)]
     signature = {name: kind for name, (kind, _) in zip(runtime, launch.specialization)} | {name: "constexpr" for name in options}

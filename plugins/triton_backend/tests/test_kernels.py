@@ -109,8 +109,8 @@ def test_block_tables():
     ids = torch.tensor([[2, 0], [2, 1], [0, 2]], device=DEVICE)
     t = standard_table(ids, 4, 4, block_m=4)
     assert t.num_valid == 6 and int(t.num_padded) == 12
-    rows = t.sorted_ids.tolist()
-    assert rows[:4] == [1, 4, 6, 6] and rows[4:8] == [3, 6, 6, 6] and rows[8:12] == [0, 2, 5, 6]
+    rows = t.sorted_ids.tolist()  # within an expert, pairs are in atomic order
+    assert sorted(rows[:4]) == [1, 4, 6, 6] and rows[4:8] == [3, 6, 6, 6] and sorted(rows[8:12]) == [0, 2, 5, 6]
     assert t.block_expert.tolist()[:3] == [0, 1, 2]
     remote = standard_table(ids, 4, 2, block_m=2, expert_map=torch.tensor([0, -1, 1, -1], device=DEVICE))
     assert int(remote.num_padded) == 6 and sorted(r for r in remote.sorted_ids.tolist() if r < 6) == [0, 1, 2, 4, 5]
@@ -120,27 +120,29 @@ def test_block_tables():
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("with_map", [False, True])
-def test_one_program_table_equals_the_parallel_table(seed, with_map):
-    from moe_core_triton.blocks import _large_table, _small_table
+@pytest.mark.parametrize("block", [None, 16])
+def test_block_table_matches_a_python_model(seed, with_map, block):
+    """Every valid pair once, in its expert's padded run, experts in order; with ``block`` 16, a launch of several
+    programs on a GPU (grid barriers between its phases; the interpreter runs one program)."""
+    from moe_core_triton.blocks import standard_table
 
     g = torch.Generator().manual_seed(seed)
     experts, block_m = 6, [2, 4, 16][seed % 3]
-    ids = torch.randint(0, 8 if with_map else experts, (37, 3), generator=g).to(DEVICE)
-    expert_map = torch.tensor([0, -1, 1, 2, -1, 3, 4, 5], device=DEVICE) if with_map else None
-    args = (ids, 8 if with_map else experts, experts, block_m, expert_map, None)
-    small, large = _small_table(*args), _large_table(*args)
-    padded = int(large.num_padded)
-    assert int(small.num_padded) == padded and small.capacity == large.capacity
-    assert small.block_expert[: padded // block_m].tolist() == large.block_expert[: padded // block_m].tolist()
-
-    def segments(table):  # expert -> its rows; the parallel table places an expert's rows in atomic order
-        owners = table.block_expert.tolist()
-        out = {}
-        for i, row in enumerate(table.sorted_ids[:padded].tolist()):
-            out.setdefault(owners[i // block_m], []).append(row)
-        return {e: sorted(rows) for e, rows in out.items()}
-
-    assert segments(small) == segments(large)
+    ids = torch.randint(0, 8 if with_map else experts, (97, 3), generator=g)
+    mapping = [0, -1, 1, 2, -1, 3, 4, 5] if with_map else list(range(experts))
+    table = standard_table(ids.to(DEVICE), len(mapping), experts, block_m,
+                           torch.tensor(mapping, device=DEVICE) if with_map else None, block=block)
+    local = [mapping[i] for i in ids.reshape(-1).tolist()]
+    runs = [sorted(p for p, e in enumerate(local) if e == expert) for expert in range(experts)]
+    padded = [-(-len(run) // block_m) * block_m for run in runs]
+    assert int(table.num_padded) == sum(padded)
+    rows, owners = table.sorted_ids.tolist(), table.block_expert.tolist()
+    begin = 0
+    for expert, (run, size) in enumerate(zip(runs, padded)):
+        assert sorted(rows[begin: begin + len(run)]) == run and set(rows[begin + len(run): begin + size]) <= {len(local)}
+        assert owners[begin // block_m: (begin + size) // block_m] == [expert] * (size // block_m)
+        begin += size
+    assert set(rows[begin:]) <= {len(local)}
 
 
 @pytest.mark.skipif(not GPU, reason="long-K fp8 accumulation is a property of the GPU's MMA units")
@@ -155,7 +157,7 @@ def test_long_reduction_stays_accurate(name):
 
 
 @pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
-@pytest.mark.parametrize("tokens", [3, 2000])  # the one-program table and the device-ops table
+@pytest.mark.parametrize("tokens", [3, 2000])  # a table of one program and of several (grid barriers)
 @pytest.mark.parametrize("name, batched", [("unquantized", False), ("fp8-tensor-dyn", False), ("fp8-block", False),
                                            ("unquantized", True), ("fp8-block", True)])
 def test_apply_is_cuda_graph_capturable(tokens, name, batched):

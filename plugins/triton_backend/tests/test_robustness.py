@@ -20,7 +20,7 @@ from moe_core.registry import Registry
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
 from moe_core.testing import conformance
-from moe_core_triton.blocks import _large_table, _small_table
+from moe_core_triton.blocks import standard_table
 from moe_core_triton.compile_check import with_launch_fields
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 
@@ -56,19 +56,19 @@ def test_tables_hold_each_valid_pair_once_and_count_the_invalid(case):
     ids = ids.to(DEVICE)
     map_t = torch.tensor(expert_map, device=DEVICE) if expert_map is not None else None
     local, bad, _ = invalid_pairs(ids.reshape(-1), num_experts, map_t, num_local)
-    for build in (_small_table, _large_table):
+    for block in (None, 16):  # 16: several programs on a GPU
         counter = RoutingErrorCounter("routing.topk_ids", "")
-        table = build(ids, num_experts, num_local, block_m, map_t, counter)
+        table = standard_table(ids, num_experts, num_local, block_m, map_t, counter, block=block)
         used = int(table.num_padded)
         rows = table.sorted_ids[:used].tolist()
         owners = table.block_expert.tolist()
         placed = {}
         for i, row in enumerate(rows):
             if row < table.num_valid:
-                assert row not in placed, f"{build.__name__}: pair {row} placed twice"
+                assert row not in placed, f"block={block}: pair {row} placed twice"
                 placed[row] = owners[i // block_m]
         want = {p: e for p, e in enumerate(local.tolist()) if e >= 0}
-        assert placed == want, f"{build.__name__}: table {placed} != valid pairs {want}"
+        assert placed == want, f"block={block}: table {placed} != valid pairs {want}"
         assert _reported(counter) == int(bad.sum())
 
 
