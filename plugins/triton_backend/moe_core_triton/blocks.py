@@ -10,10 +10,10 @@ int32 buffer (one allocation, one kernel argument) holding, in this order:
 * scratch of the kernels that build it.
 
 Built by one Triton launch at every size, with no host synchronisation, so the layer is CUDA-graph
-capturable: a cooperative grid of up to one program per SM (one program up to 1024 pairs) counts, ranks
-and places the pairs in three phases separated by grid barriers (:func:`grid_barrier`). ``EM`` is a static upper bound so the launch
-grid never depends on routing. Invalid pairs (see :func:`local_experts`) are dropped and counted, never
-used as an index.
+capturable: one program up to 1024 pairs, above that a cooperative grid of up to one program per SM,
+counts, ranks and places the pairs in three phases separated by grid barriers (:func:`grid_barrier`).
+``EM`` is a static upper bound so the launch grid never depends on routing. Invalid pairs (see
+:func:`local_experts`) are dropped and counted, never used as an index.
 """
 
 from __future__ import annotations
