@@ -231,8 +231,11 @@ def _sm_count(index: int) -> int:
 
 
 #: Grid-barrier states kept between launches, per (device, stream, thread): launches queued on one stream
-#: run one after another, and each leaves its state ready for the next.
+#: run one after another, and each leaves its state ready for the next. Past MAX_BARRIER_STATES keys (threads
+#: come and go) all are dropped; a dropped state's memory goes back to its stream's pool, so a launch still
+#: queued there finishes before the memory is used again.
 _barriers: dict[tuple, torch.Tensor] = {}
+MAX_BARRIER_STATES = 256
 
 
 def barrier_state(device: torch.device) -> torch.Tensor:
@@ -243,6 +246,8 @@ def barrier_state(device: torch.device) -> torch.Tensor:
     key = (device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident())
     state = _barriers.get(key)
     if state is None:
+        if len(_barriers) >= MAX_BARRIER_STATES:
+            _barriers.clear()
         state = _barriers[key] = torch.zeros(2, dtype=torch.int32, device=device)
     return state
 

@@ -198,3 +198,29 @@ def test_activation_quantization_matches_the_core_codes(key, cols):
     assert torch.allclose(scale.cpu(), ref.scale, rtol=1e-6)
     differ = (q.float().cpu() != ref.data.float()).float().mean().item()
     assert differ <= 0.002  # only exact rounding ties may land on the neighbouring code
+
+
+def test_grid_barrier_states_are_kept_per_stream_and_thread_and_bounded(monkeypatch):
+    """One zeroed state per (device, stream, thread), reused by later launches there; never more than the bound."""
+    import threading
+
+    from moe_core_triton import blocks
+
+    monkeypatch.setattr(blocks, "_barriers", {})
+    monkeypatch.setattr(blocks, "MAX_BARRIER_STATES", 3)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    stream = [7]
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: stream[0], raising=False)
+    device = torch.device("cpu")
+    first = blocks.barrier_state(device)
+    assert first.tolist() == [0, 0] and blocks.barrier_state(device) is first
+    states = []
+    for s in (8, 9):  # two more streams: three keys, at the bound
+        stream[0] = s
+        states.append(blocks.barrier_state(device))
+    assert len(blocks._barriers) == 3 and len({id(t) for t in [first, *states]}) == 3
+    other = []
+    worker = threading.Thread(target=lambda: other.append(blocks.barrier_state(device)))
+    worker.start()
+    worker.join()  # a fourth key (another thread): the bound drops the others first
+    assert len(blocks._barriers) == 1 and other[0] is not states[-1]
