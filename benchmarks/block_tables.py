@@ -16,7 +16,7 @@ import torch
 from moe_core.bench.harness import _capture
 from moe_core.bench.report import save_experiment
 from moe_core.bench.timing import Timer, host_time
-from moe_core_triton.blocks import cdiv, max_programs, pairs_per_program, standard_table
+from moe_core_triton.blocks import standard_table, table_grid
 
 
 def main() -> int:
@@ -32,7 +32,7 @@ def main() -> int:
             fn = lambda: standard_table(ids, experts, experts, 16)  # noqa: E731
             graph = _capture(fn, [()])[0]
             row = {"experts": experts, "pairs": pairs,
-                   "programs": cdiv(pairs, pairs_per_program(pairs, max_programs(device))),
+                   "programs": table_grid(pairs, device)[1],
                    "graph_us": timer.time(graph.replay) * 1e6, "eager_us": timer.back_to_back(fn) * 1e6, "host_us": host_time(fn) * 1e6}
             rows.append(row)
             print("  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)

@@ -177,7 +177,7 @@ def standard_table(
     Remote pairs (expert map entry -1) are dropped; so are invalid pairs (an id outside
     [0, num_experts), a map entry outside [-1, num_local)), which are also counted in ``errors``.
     ``empty`` allocates the table (see :mod:`moe_core_triton.scratch`); ``block`` (for tests: 16 makes
-    a launch of several programs on a GPU) is the fewest pairs per program (:func:`pairs_per_program`).
+    a launch of several programs on a GPU) is the fewest pairs per program (:func:`table_grid`).
     """
     device = topk_ids.device
     ids = _flat(topk_ids)
@@ -188,8 +188,7 @@ def standard_table(
         return BlockTable(torch.zeros(words, dtype=torch.int32, device=device), capacity, pairs, block_m)
     table = empty((words + 2 * num_local,), torch.int32, device)
     e_p2 = next_power_of_2(num_local)
-    block = pairs_per_program(pairs, max_programs(device), block or MIN_PAIRS_PER_PROGRAM)
-    programs = cdiv(pairs, block)
+    block, programs = table_grid(pairs, device, block or MIN_PAIRS_PER_PROGRAM)
     launch = _table_launcher(expert_map is not None, errors is not None, block_m, e_p2, block, programs > 1)
     launch((programs,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
            table, barrier_state(device) if programs > 1 else table, pairs, num_experts, num_local, capacity, words)
@@ -200,9 +199,11 @@ def standard_table(
 MIN_PAIRS_PER_PROGRAM = 1024
 
 
-def pairs_per_program(pairs: int, programs: int, least: int = MIN_PAIRS_PER_PROGRAM) -> int:
-    """Pairs per program: a power of two, at least ``least``, such that at most ``programs`` programs cover ``pairs``."""
-    return next_power_of_2(max(least, cdiv(pairs, programs)))
+def table_grid(pairs: int, device: torch.device, least: int = MIN_PAIRS_PER_PROGRAM) -> tuple[int, int]:
+    """(pairs per program, programs) of the table launch for ``pairs`` on ``device``: pairs per program a power of
+    two, at least ``least``, such that at most :func:`max_programs` programs cover ``pairs``."""
+    block = next_power_of_2(max(least, cdiv(pairs, max_programs(device))))
+    return block, cdiv(pairs, block)
 
 
 def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
