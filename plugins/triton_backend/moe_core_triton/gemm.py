@@ -230,11 +230,11 @@ def weight_block_scales(ptrs, n_ok, ONE_B_SCALE: tl.constexpr):
 def scaled(product, a_s, b_s, SWAP_AB: tl.constexpr, ONE_B_SCALE: tl.constexpr):
     """A tile product times its activation scales (one per token row) and weight scales (one per column, or
     one for the tile with ONE_B_SCALE: then a single multiply per element, which the accumulation fuses)."""
-    row_scales = a_s * b_s if ONE_B_SCALE else a_s  # the tile's one weight scale folds into the row scales
+    token_scales = a_s * b_s if ONE_B_SCALE else a_s  # the tile's one weight scale folds into the token scales
     if SWAP_AB:
-        out = product * row_scales[None, :]
+        out = product * token_scales[None, :]
     else:
-        out = product * row_scales[:, None]
+        out = product * token_scales[:, None]
     if not ONE_B_SCALE:
         out = times_column_scales(out, b_s, SWAP_AB)
     return out
