@@ -14,6 +14,9 @@ capturable: one program up to 1024 pairs, above that a cooperative grid of up to
 counts, ranks and places the pairs in three phases separated by grid barriers (:func:`grid_barrier`).
 ``EM`` is a static upper bound so the launch grid never depends on routing. Invalid pairs (see
 :func:`local_experts`) are dropped and counted, never used as an index.
+
+A forward of few pairs builds no table at all (a :class:`PairTable`): each GEMM program works out the
+rows of its own block from the routing (:func:`pairs_of_block`), which saves the table's launch.
 """
 
 from __future__ import annotations
@@ -58,6 +61,49 @@ class BlockTable:
         return self.buffer[end : end + 1]
 
 
+    @property
+    def kernel_args(self) -> tuple:
+        """What the GEMM kernel takes for its rows: (table, expert map, error counter, num_valid, capacity,
+        num_experts, num_local); a table built beforehand needs only the first, num_valid and capacity."""
+        return self.buffer, self.buffer, self.buffer, self.num_valid, self.capacity, 0, 0
+
+
+@dataclass(frozen=True, eq=False)
+class PairTable:
+    """The block table of a forward of few pairs, never built: every GEMM program groups the pairs of ``topk_ids``
+    itself (:func:`pairs_of_block`; at most ``pairs_p2`` pairs), the first program of GEMM1 counting invalid
+    ones in ``errors``. Its blocks are those of :func:`standard_table`, over the same ``capacity`` rows."""
+
+    topk_ids: torch.Tensor  # flat, contiguous
+    expert_map: torch.Tensor | None
+    errors: torch.Tensor | None  # the int64 [count, smallest, largest] buffer of a RoutingErrorCounter
+    num_experts: int
+    num_local: int
+    capacity: int
+    num_valid: int  # pairs
+    block_m: int
+
+    @property
+    def pairs_p2(self) -> int:
+        return next_power_of_2(self.num_valid)
+
+    @property
+    def kernel_args(self) -> tuple:
+        """As :attr:`BlockTable.kernel_args`: the routing itself in place of a table."""
+        ids = self.topk_ids
+        return (ids, self.expert_map if self.expert_map is not None else ids, self.errors if self.errors is not None else ids,
+                self.num_valid, self.capacity, self.num_experts, self.num_local)
+
+
+def pair_table(topk_ids: torch.Tensor, num_experts: int, num_local: int, block_m: int, expert_map: torch.Tensor | None = None,
+               errors: RoutingErrorCounter | None = None) -> PairTable:
+    """The :class:`PairTable` of ``topk_ids`` [T, k] (arguments as for :func:`standard_table`)."""
+    ids = _flat(topk_ids)
+    pairs = ids.numel()
+    return PairTable(ids, expert_map, errors.buffer(ids.device) if errors is not None else None, num_experts, num_local,
+                     _capacity(pairs, num_local, block_m), pairs, block_m)
+
+
 def table_words(capacity: int, block_m: int) -> int:
     """int32 words of a table's sorted ids, block experts and padded count (scratch follows them)."""
     return capacity + capacity // block_m + 1
@@ -87,6 +133,31 @@ def record_invalid(err_ptr, bad, offending):
         tl.atomic_add(err_ptr, count)
         tl.atomic_min(err_ptr + 1, tl.min(tl.where(bad, offending, 9223372036854775807), axis=0))
         tl.atomic_max(err_ptr + 2, tl.max(tl.where(bad, offending, -9223372036854775807 - 1), axis=0))
+
+
+@triton.jit
+def pairs_of_block(ids_ptr, map_ptr, err_ptr, pid_m, pairs, num_experts, num_local, record,
+                   HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK_M: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr):
+    """Block ``pid_m`` of the block table of ``pairs`` (at most P_P2) pairs, worked out in registers from the routing
+    (a :class:`PairTable`): its row ids [BLOCK_M] (int64; padding is ``pairs``), its local expert (int64), and whether
+    it holds any pair. The blocks are the table's (experts in order, each expert's run padded to BLOCK_M); within
+    an expert, pairs are in pair order. With GUARD, a program whose ``record`` is true counts the invalid pairs."""
+    p = tl.arange(0, P_P2)
+    e, bad, offending = local_experts(ids_ptr, map_ptr, p, p < pairs, num_experts, num_local, HAS_MAP)
+    if GUARD:
+        if record:
+            record_invalid(err_ptr, bad, offending)
+    valid = e >= 0
+    padded = (tl.histogram(e, E_P2, mask=valid) + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, axis=0)
+    first_row = pid_m * BLOCK_M
+    expert = tl.sum((ends <= first_row).to(tl.int32), axis=0)  # experts whose runs end at or before this block
+    start = tl.sum(tl.where(tl.arange(0, E_P2) == expert, ends - padded, 0), axis=0)
+    mine = valid & (e == expert)
+    slot = tl.where(mine, start + tl.cumsum(mine.to(tl.int32), axis=0) - 1 - first_row, -1)  # row in this block
+    hit = slot[None, :] == tl.arange(0, BLOCK_M)[:, None]
+    ids = tl.min(tl.where(hit, p[None, :], pairs), axis=1)
+    return ids.to(tl.int64), expert.to(tl.int64), first_row < tl.sum(padded, axis=0)
 
 
 @triton.jit
@@ -191,7 +262,7 @@ def standard_table(
     block, programs = table_grid(pairs, device, block or MIN_PAIRS_PER_PROGRAM)
     launch = _table_launcher(expert_map is not None, errors is not None, block_m, e_p2, block, programs > 1)
     launch((programs,), ids, expert_map if expert_map is not None else ids, errors.buffer(device) if errors is not None else ids,
-           table, barrier_state(device) if programs > 1 else table, pairs, num_experts, num_local, capacity, words)
+           table, stream_words(device, GRID_BARRIER, 2) if programs > 1 else table, pairs, num_experts, num_local, capacity, words)
     return BlockTable(table, capacity, pairs, block_m)
 
 
@@ -231,26 +302,37 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-#: Grid-barrier states kept between launches, per (device, stream, thread): launches queued on one stream
-#: run one after another, and each leaves its state ready for the next. Past MAX_BARRIER_STATES keys (threads
-#: come and go) all are dropped; a dropped state's memory goes back to its stream's pool, so a launch still
+#: Device words kept between launches, per (purpose, device, stream, thread): launches queued on one stream run one
+#: after another, and each leaves its words ready for the next (see :func:`stream_words`). Past MAX_STATES keys
+#: (threads come and go) all are dropped; a dropped state's memory goes back to its stream's pool, so a launch still
 #: queued there finishes before the memory is used again.
-_barriers: dict[tuple, torch.Tensor] = {}
-MAX_BARRIER_STATES = 256
+_states: dict[tuple, torch.Tensor] = {}
+MAX_STATES = 256
+#: Words of a kept state at least.
+MIN_STATE_WORDS = 64
+#: The purposes of kept words: each has words of its own, since what a launch leaves in them differs.
+GRID_BARRIER = "grid barrier"  # [arrived, generation]: arrived left at zero, the generation counts on
+ARRIVALS = "arrivals"  # one counter per column tile of a top-k-summing GEMM2, each left at zero
 
 
-def barrier_state(device: torch.device) -> torch.Tensor:
-    """The zero-initialised int32 [2] state of :func:`grid_barrier` for a launch on the current stream. While a
-    CUDA graph is captured, a new one the graph zeroes on every replay (a replay may run on any stream)."""
-    if torch.cuda.is_current_stream_capturing():
-        return torch.zeros(2, dtype=torch.int32, device=device)
-    key = (device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident())
-    state = _barriers.get(key)
-    if state is None:
-        if len(_barriers) >= MAX_BARRIER_STATES:
-            _barriers.clear()
-        state = _barriers[key] = torch.zeros(2, dtype=torch.int32, device=device)
+def stream_words(device: torch.device, purpose: str, words: int) -> torch.Tensor:
+    """At least ``words`` int32 words for ``purpose`` (:data:`GRID_BARRIER`, :data:`ARRIVALS`) on the current stream,
+    zero when first made and then left by each launch as the next one needs them. While a CUDA graph is captured,
+    new zeroed words the graph zeroes on every replay (a replay may run on any stream)."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return torch.zeros(words, dtype=torch.int32, device=device)
+    key = (purpose, device, _current_stream(device), threading.get_ident())
+    state = _states.get(key)
+    if state is None or state.numel() < words:
+        if len(_states) >= MAX_STATES:
+            _states.clear()
+        state = _states[key] = torch.zeros(max(words, MIN_STATE_WORDS), dtype=torch.int32, device=device)
     return state
+
+
+def _current_stream(device: torch.device) -> int | None:
+    """The current raw stream of a GPU; None elsewhere (the interpreter runs every launch in order)."""
+    return torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else None
 
 
 def batched_table(expert_num_tokens: torch.Tensor, max_tokens: int, block_m: int, errors: RoutingErrorCounter | None = None) -> BlockTable:

@@ -47,6 +47,12 @@ lies in one scale group) the scales multiply each step's tile product instead of
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
+``PAIR_TABLE`` (forwards of few pairs, :class:`moe_core_triton.blocks.PairTable`): ``table_ptr`` is the routing's
+expert ids, and each program works out its block's rows itself (:func:`moe_core_triton.blocks.pairs_of_block`)
+instead of reading a table built by an earlier launch; with ``GUARD`` the first program counts invalid pairs.
+``SUM_PAIRS`` (GEMM2 of such a forward) adds the top-k reduction: the last program of each column tile sums the
+tokens' rows into ``sum_ptr`` (:func:`moe_core_triton.reduce.sum_pairs_if_last`, counters at ``count_ptr``).
+
 ``QUANT_OUT`` (GEMM1 of a scheme whose intermediate is quantized to fp8 in groups of BLOCK_N columns,
 dynamically: fp8-block's 1x128 with 128-column tiles) quantizes the intermediate in the epilogue with the rules
 of :mod:`moe_core_triton.quantize`, writing the codes to ``c`` and one scale per row and tile to
@@ -65,7 +71,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from moe_core_triton.blocks import pairs_of_block
 from moe_core_triton.quantize import FP8_QMAX, codes, row_scales
+from moe_core_triton.reduce import sum_pairs_if_last
 
 
 @triton.jit
@@ -252,11 +260,11 @@ def times_column_scales(product, b_s, SWAP_AB: tl.constexpr):
 
 @triton.jit
 def moe_gemm_kernel(
-    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr,
-    table_ptr, b_zero_ptr, b_global_ptr, b_desc, out_scale_ptr,
-    num_valid, N, K, row_div, c_row_div, up_offset, limit, capacity,
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr, b_zero_ptr, b_global_ptr, b_desc, out_scale_ptr, sum_ptr, count_ptr,
+    table_ptr, map_ptr, err_ptr, num_valid, capacity, num_experts, num_local,
+    N, K, row_div, c_row_div, up_offset, limit,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
-    stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk, stride_osm,
+    stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk, stride_osm, stride_sm,
     GATED: tl.constexpr, ACT: tl.constexpr, CLAMP: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, ATOMIC_OUT: tl.constexpr,
     SCALES: tl.constexpr, A_PER_ROW: tl.constexpr, B_PER_COL: tl.constexpr, INT8: tl.constexpr,
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, ONE_B_SCALE: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
@@ -265,6 +273,8 @@ def moe_gemm_kernel(
     SCALE_AFTER_DOT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
     SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, ROUND_FP8: tl.constexpr,
+    PAIR_TABLE: tl.constexpr, HAS_MAP: tl.constexpr, GUARD: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr,
+    SUM_PAIRS: tl.constexpr, TOP_K: tl.constexpr, K_P2: tl.constexpr, SUM_T: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
@@ -277,16 +287,24 @@ def moe_gemm_kernel(
     size_m = min(num_pid_m - first_m, GROUP_M)
     pid_m = first_m + ((pid % in_group) % size_m)
     pid_n = (pid % in_group) // size_m
-    if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
-        return
-    if tl.load(sorted_ids_ptr + pid_m * BLOCK_M) >= num_valid:  # a block of padding only
-        return
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    ids = tl.load(sorted_ids_ptr + offs_m).to(tl.int64)
+    if PAIR_TABLE:
+        first_program = (pid == 0) & (tl.program_id(1) == 0)
+        ids, expert, live = pairs_of_block(table_ptr, map_ptr, err_ptr, pid_m, num_valid, num_experts, num_local, first_program,
+                                           HAS_MAP, GUARD, BLOCK_M, P_P2, E_P2)
+        if not live:
+            if SUM_PAIRS:
+                sum_pairs_if_last(c_ptr, table_ptr, map_ptr, sum_ptr, count_ptr, pid_n, num_pid_m, num_valid // TOP_K, num_experts,
+                                  num_local, N, stride_cm, stride_sm, TOP_K, K_P2, HAS_MAP, BLOCK_N, SUM_T)
+            return
+    else:
+        if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
+            return
+        if tl.load(sorted_ids_ptr + pid_m * BLOCK_M) >= num_valid:  # a block of padding only
+            return
+        ids = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
     row_ok = ids < num_valid
     a_rows = ids // row_div
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
@@ -433,6 +451,9 @@ def moe_gemm_kernel(
             tl.atomic_add(c_ptrs, out, mask=row_ok[:, None] & n_ok[None, :], sem="relaxed")
         else:
             tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+            if SUM_PAIRS:
+                sum_pairs_if_last(c_ptr, table_ptr, map_ptr, sum_ptr, count_ptr, pid_n, num_pid_m, num_valid // TOP_K, num_experts,
+                                  num_local, N, stride_cm, stride_sm, TOP_K, K_P2, HAS_MAP, BLOCK_N, SUM_T)
 
 
 @triton.jit

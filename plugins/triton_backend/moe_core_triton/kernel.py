@@ -1,10 +1,13 @@
 """The Triton fused-MoE kernels behind backends ``triton`` (standard format) and ``triton_batched``.
 
-Pipeline per forward: block table (device ops, no host sync) -> activation quantization (Triton,
+Pipeline per forward: block table (one launch, no host sync) -> activation quantization (Triton,
 quantized schemes) -> GEMM1 with the token gather, both gate and up accumulators and the gated
 activation fused -> intermediate quantization -> GEMM2 with the router weight fused -> top-k
 reduction (standard format). No Python loop over experts. A split-K launch config (gemm.py) adds a
 gated-activation pass after GEMM1 and sums GEMM2 with atomics instead of the top-k reduction.
+A standard-format forward of at most ``pair_table_max_pairs`` pairs launches neither the table nor the
+top-k sum: each GEMM program groups the pairs of its block itself, and GEMM2's last program per column
+tile sums the top-k rows (a :class:`~moe_core_triton.blocks.PairTable`; ``PAIR_TABLE`` in gemm.py).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from moe_core.routing import BatchedRouting, Routing
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
 from moe_core_triton import configs
-from moe_core_triton.blocks import BlockTable, batched_table, cdiv, standard_table
+from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_table, cdiv, next_power_of_2, pair_table, standard_table, stream_words
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
 from moe_core_triton.launch import Launcher
 from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
@@ -42,6 +45,11 @@ REUSE_MAX_ELEMENTS = 4 << 20
 GATED_BLOCK_N = 1024
 #: The largest BLOCK_M whose weight-only GEMMs scale the tile product rather than the weights (decode tiles).
 SCALE_AFTER_DOT_MAX_BLOCK_M = 32
+#: Standard-format forwards of at most this many (token, expert) pairs use a PairTable (no table launch, the top-k
+#: sum inside GEMM2): each GEMM program then spends O(pairs) work grouping them, worth it where launches dominate.
+PAIR_TABLE_MAX_PAIRS = 64
+#: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
+SUM_TILE_ELEMENTS = 4096
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
 BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
@@ -49,12 +57,15 @@ BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
 
 @dataclass(frozen=True)
 class GemmLaunch:
-    """One expert GEMM of a forward: its launch config, its launcher (constexprs bound) and, for GEMM1, whether
-    it writes the intermediate quantized (``QUANT_OUT``: no separate quantization pass follows)."""
+    """One expert GEMM of a forward: its launch config, its launcher (constexprs bound), for GEMM1 whether it
+    writes the intermediate quantized (``QUANT_OUT``: no separate quantization pass follows), whether it reads a
+    :class:`PairTable` (``PAIR_TABLE``) and, for GEMM2, whether it sums the top-k rows itself (``SUM_PAIRS``)."""
 
     config: configs.LaunchConfig
     launch: Launcher
     quantizes_output: bool = False
+    pair_table: bool = False
+    sums_pairs: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,8 @@ class TritonKernel(MoEKernel):
     #: Top-k reduction: "sum" (GEMM2 writes one row per pair, then a sum over top-k; deterministic)
     #: or "atomic" (GEMM2 adds into a float32 output). "sum" measured as fast or faster on the H100.
     reduce = "sum"
+    #: Forwards of at most this many pairs use a PairTable (0: always a block table; tests set it).
+    pair_table_max_pairs = PAIR_TABLE_MAX_PAIRS
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)
@@ -209,7 +222,7 @@ class TritonKernel(MoEKernel):
             experts, max_tokens, hidden = x.shape
             a_in = x.reshape(experts * max_tokens, hidden)
             rows, row_div, tokens = experts * max_tokens, 1, max_tokens
-            table_for = lambda bm, errs: batched_table(routing.expert_num_tokens, max_tokens, bm, errs)  # noqa: E731
+            table_for = lambda g, errs: batched_table(routing.expert_num_tokens, max_tokens, g.config.BLOCK_M, errs)  # noqa: E731
         else:
             if apply_router_weight_on_input:  # top_k == 1
                 x = (x.float() * routing.topk_weights.float()).to(x.dtype)
@@ -219,19 +232,28 @@ class TritonKernel(MoEKernel):
         device = x.device
 
         weighted = not (batched or apply_router_weight_on_input)
-        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, batched)
+        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, batched, expert_map is not None)
         empty = self._scratch(device, rows, tokens) if not batched else new_empty
         if not batched:
-            table_for = lambda bm, errs: standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, bm, expert_map, errs, empty=empty)  # noqa: E731
-        table1 = table_for(g1.config.BLOCK_M, errors)  # invalid routing is counted by the first table only
-        table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2.config.BLOCK_M, None)
+            table_for = lambda g, errs: self.rows_of(g, routing.topk_ids, expert_map, errs, empty)  # noqa: E731
+        table1 = table_for(g1, errors)  # invalid routing is counted by the first table only
+        table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2, None)
 
         a1, a1_scale = self._quantize(a_in, weights.a13_scale, empty)
         a2, a2_scale = self._run_gemm1(g1, a1, a1_scale, weights, table1, rows, row_div, empty)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
         return self._run_gemm2(g2, a2, a2_scale, weights, table2, routing, topk_weights, expert_map, empty, x.shape if batched else None)
 
-    def _run_gemm1(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable, rows: int, row_div: int, empty):
+    def rows_of(self, g: GemmLaunch, topk_ids: torch.Tensor, expert_map: torch.Tensor | None = None, errors=None,
+                empty=new_empty) -> BlockTable | PairTable:
+        """The standard-format rows GEMM launch ``g`` reads: a :class:`PairTable` where it takes one, else the block
+        table, built now (one launch); invalid pairs are counted in ``errors`` (a RoutingErrorCounter) if given."""
+        cfg, block_m = self.config, g.config.BLOCK_M
+        if g.pair_table:
+            return pair_table(topk_ids, cfg.num_experts, cfg.local_num_experts, block_m, expert_map, errors)
+        return standard_table(topk_ids, cfg.num_experts, cfg.local_num_experts, block_m, expert_map, errors, empty=empty)
+
+    def _run_gemm1(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable | PairTable, rows: int, row_div: int, empty):
         """GEMM1 with its gated activation, then the intermediate's quantization: GEMM2's input [rows, I] and its
         scales (None for 16-bit activations). A split-K launch sums into a float32 buffer first, then
         :func:`gated_rows_kernel` applies the activation; a ``QUANT_OUT`` launch quantizes in its epilogue."""
@@ -253,8 +275,8 @@ class TritonKernel(MoEKernel):
             self._gated_rows((rows, cdiv(i, GATED_BLOCK_N)), partial, inter, i, cfg.swiglu_limit or 0.0, partial.stride(0), inter.stride(0))
         return self._quantize(inter, weights.a2_scale, empty)
 
-    def _run_gemm2(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable, routing, topk_weights, expert_map,
-                   empty, batched_shape: torch.Size | None):
+    def _run_gemm2(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable | PairTable, routing, topk_weights,
+                   expert_map, empty, batched_shape: torch.Size | None):
         """GEMM2 with the router weight (``topk_weights``, None if not applied here) and the top-k reduction:
         the layer's output, [tokens, H], or ``batched_shape`` for the batched format (rows past the counts are 0)."""
         cfg, h = self.config, self.config.hidden_size
@@ -270,6 +292,11 @@ class TritonKernel(MoEKernel):
             self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out, table, row_div=1, c_row_div=cfg.top_k, **w)
             return out.to(cfg.dtype)
         out_rows = empty((rows, h), cfg.dtype, device)
+        if g.sums_pairs:
+            out = torch.empty((tokens, h), dtype=cfg.dtype, device=device)
+            counters = stream_words(device, ARRIVALS, cdiv(h, g.config.BLOCK_N))
+            self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out_rows, table, row_div=1, sums=(out, counters), **w)
+            return out
         self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out_rows, table, row_div=1, **w)
         if not self.count_routing_errors:
             return out_rows.view(tokens, cfg.top_k, h).sum(dim=1)
@@ -291,26 +318,51 @@ class TritonKernel(MoEKernel):
         return POOL.empty_for((device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens,
                                self._scratch_family))
 
-    def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool) -> tuple[GemmLaunch, GemmLaunch]:
+    def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool,
+                       has_map: bool = False) -> tuple[GemmLaunch, GemmLaunch]:
         """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,
-        batched) and then cached."""
-        key = (device, rows, tokens, weighted, batched)
+        batched, expert map or not) and then cached."""
+        key = (device, rows, tokens, weighted, batched, has_map)
         found = self._plans.get(key)
         if found is None:
             if len(self._plans) >= 4096:  # token counts are bounded in practice; stay bounded anyway
                 self._plans.clear()
             i, h = self.config.intermediate_size, self.config.hidden_size
-            found = self._plans[key] = (self.gemm_launch(self._config(device, rows, i, h, gemm=1, tokens=tokens), 1, weighted, batched),
-                                        self.gemm_launch(self._config(device, rows, h, i, gemm=2, tokens=tokens), 2, weighted, batched))
+            pairs = self.pair_table_pairs(rows, batched)
+            found = self._plans[key] = (
+                self.gemm_launch(self._config(device, rows, i, h, gemm=1, tokens=tokens), 1, weighted, batched, pairs, has_map),
+                self.gemm_launch(self._config(device, rows, h, i, gemm=2, tokens=tokens), 2, weighted, batched, pairs, has_map))
         return found
 
-    def gemm_launch(self, lc: configs.LaunchConfig, gemm: int, weighted: bool, batched: bool) -> GemmLaunch:
-        """GEMM ``gemm`` (1 or 2) of this layer launched with ``lc`` as a forward launches it (for the tuner too)."""
+    def pair_table_pairs(self, rows: int, batched: bool) -> int | None:
+        """``rows`` when a forward of that many pairs uses a :class:`PairTable`, else None (a block table)."""
+        return None if batched or rows > self.pair_table_max_pairs or not self.count_routing_errors else rows
+
+    def gemm_launch(self, lc: configs.LaunchConfig, gemm: int, weighted: bool, batched: bool, pairs: int | None = None,
+                    has_map: bool = False) -> GemmLaunch:
+        """GEMM ``gemm`` (1 or 2) of this layer launched with ``lc`` as a forward launches it (for the tuner too);
+        ``pairs``: the pair count of a :class:`PairTable` forward (None: the GEMM reads a block table)."""
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
+        routes = self._pair_table_constexprs(lc, pairs, has_map, guard=gemm == 1, sums=gemm == 2 and not self._atomic(lc, batched))
+        on_pairs = dict(pair_table=routes["PAIR_TABLE"], sums_pairs=routes["SUM_PAIRS"])
         if gemm == 1:
             quant_out = self._quantizes_intermediate(lc)
-            return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=True, weighted=False, atomic=False, quant_out=quant_out), quant_out)
-        return GemmLaunch(lc, self._gemm_launcher(lc, k, gated=False, weighted=weighted, atomic=self._atomic(lc, batched)))
+            return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=True, weighted=False, atomic=False, quant_out=quant_out),
+                              quant_out, **on_pairs)
+        return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=False, weighted=weighted, atomic=self._atomic(lc, batched)),
+                          **on_pairs)
+
+    def _pair_table_constexprs(self, lc: configs.LaunchConfig, pairs: int | None, has_map: bool, guard: bool, sums: bool) -> dict:
+        """The GEMM's PairTable constexprs (gemm.py): for ``pairs`` pairs, with an expert map or not, counting invalid
+        pairs (``guard``, GEMM1) and summing the top-k rows (``sums``, GEMM2 unless it adds into its output); a
+        GEMM reading a block table gets one fixed set, so its compiled kernel is shared."""
+        if pairs is None:
+            return dict(PAIR_TABLE=False, HAS_MAP=False, GUARD=False, P_P2=1, E_P2=1, SUM_PAIRS=False, TOP_K=1, K_P2=1, SUM_T=1)
+        top_k = self.config.top_k
+        k_p2 = next_power_of_2(top_k)
+        sum_t = min(next_power_of_2(cdiv(pairs, top_k)), max(1, SUM_TILE_ELEMENTS // (k_p2 * lc.BLOCK_N)))
+        return dict(PAIR_TABLE=True, HAS_MAP=has_map, GUARD=guard, P_P2=next_power_of_2(pairs),
+                    E_P2=next_power_of_2(self.config.local_num_experts), SUM_PAIRS=sums, TOP_K=top_k, K_P2=k_p2, SUM_T=sum_t)
 
     def _quantizes_intermediate(self, lc: configs.LaunchConfig) -> bool:
         """Whether GEMM1 with ``lc`` quantizes the intermediate in its epilogue (``QUANT_OUT``): it is quantized to
@@ -319,8 +371,10 @@ class TritonKernel(MoEKernel):
         return (key is not None and key.dtype is QuantDtype.FP8_E4M3 and not key.static and key.group.rows == 1
                 and key.group.cols == lc.BLOCK_N and lc.SPLIT_K == 1)
 
-    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, *, gated: bool, weighted: bool, atomic: bool, quant_out: bool = False) -> Launcher:
-        """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size)."""
+    def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, routes: dict, *, gated: bool, weighted: bool, atomic: bool,
+                       quant_out: bool = False) -> Launcher:
+        """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size;
+        ``routes``: :meth:`_pair_table_constexprs`)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
         wo = self.weight_only or NOT_WEIGHT_ONLY
@@ -335,7 +389,7 @@ class TritonKernel(MoEKernel):
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
-            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, ROUND_FP8=ROUND_IN_FP32,
+            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, ROUND_FP8=ROUND_IN_FP32, **routes,
         )
 
     def _scales_after_dot(self, lc: configs.LaunchConfig, group: int) -> bool:
@@ -383,25 +437,28 @@ class TritonKernel(MoEKernel):
             return a, None
         return quantize_activations(a, self.activation_key, static_scale if self.activation_key.static else None, empty=empty)
 
-    def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable, *, row_div: int, up_offset: int = 0,
-              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None, n: int | None = None, out_scale=None):
+    def _gemm(self, g: GemmLaunch, a, a_scale, b, b_scale, c, table: BlockTable | PairTable, *, row_div: int, up_offset: int = 0,
+              topk_weights=None, c_row_div: int = 1, zero=None, global_scale=None, n: int | None = None, out_scale=None, sums=None):
         """One expert GEMM over ``table`` into ``c`` (GEMM1: ``up_offset`` = I, the up rows of w13); ``zero`` and
         ``global_scale``: a weight-only scheme's zero points (shaped like ``b_scale``) and per-expert scales;
         ``n``: the GEMM's N when ``c`` is wider (a split-K GEMM1's [rows, 2N] partial sums); ``out_scale``: the
-        scales [rows, groups] of a ``QUANT_OUT`` launch, whose codes go to ``c``."""
+        scales [rows, groups] of a ``QUANT_OUT`` launch, whose codes go to ``c``; ``sums``: (the layer's output
+        [tokens, N], the column tiles' counters) of a ``SUM_PAIRS`` launch."""
         n = n or c.shape[1]
         lc = g.config
         a_s = a_scale if a_scale is not None else c  # placeholders are never read when SCALES == 0
         b_s = b_scale if b_scale is not None else c
         a_strides = a_s.stride() if a_scale is not None else (0, 0)
         b_strides = b_s.stride() if b_scale is not None else (0, 0, 0)
+        sum_out, counters = sums if sums is not None else (c, c)
         g.launch(
             (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N), lc.SPLIT_K),
-            a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c, table.buffer,
+            a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c,
             zero if zero is not None else c, global_scale if global_scale is not None else c,
-            weight_descriptor(b, lc) if lc.TMA_B else b, out_scale if out_scale is not None else c,
-            table.num_valid, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0, table.capacity,
+            weight_descriptor(b, lc) if lc.TMA_B else b, out_scale if out_scale is not None else c, sum_out, counters,
+            *table.kernel_args, n, a.shape[1], row_div, c_row_div, up_offset, self.config.swiglu_limit or 0.0,
             *a.stride(), *b.stride(), *c.stride(), *a_strides, *b_strides, out_scale.stride(0) if out_scale is not None else 0,
+            sum_out.stride(0),
         )
 
 

@@ -2,6 +2,8 @@
 
 A pair whose expert id is invalid or remote (see :func:`moe_core_triton.blocks.local_experts`) has
 no GEMM2 row — its row of the buffer was never written — so it is masked here instead of summed.
+A pass after GEMM2 sums (:func:`topk_sum`), or, in a forward of few pairs, GEMM2 itself: the last program
+of each column tile (:func:`sum_pairs_if_last`).
 """
 
 from __future__ import annotations
@@ -19,18 +21,48 @@ BLOCK_H = 1024  # 8 bf16 per thread and row with 4 warps: 16-byte loads
 
 
 @triton.jit
+def token_sums(rows_ptr, ids_ptr, map_ptr, tokens, cols, col_ok, num_experts, num_local, stride_r,
+               TOP_K: tl.constexpr, K_P2: tl.constexpr, HAS_MAP: tl.constexpr):
+    """[len(tokens), len(cols)] float32: the rows of each token's valid pairs summed at ``cols`` (``tokens``: int64
+    token numbers; -1 reads nothing and sums to zero)."""
+    slots = tl.arange(0, K_P2)
+    pairs = tokens[:, None] * TOP_K + slots[None, :]
+    expert, _, _ = local_experts(ids_ptr, map_ptr, pairs, (slots < TOP_K)[None, :] & (tokens >= 0)[:, None], num_experts, num_local, HAS_MAP)
+    ok = (expert >= 0)[:, :, None] & col_ok[None, None, :]
+    rows = tl.load(rows_ptr + pairs[:, :, None] * stride_r + cols[None, None, :], mask=ok, other=0.0, cache_modifier=".cg")
+    return tl.sum(rows.to(tl.float32), axis=1)
+
+
+@triton.jit
 def _topk_sum_kernel(
     rows_ptr, ids_ptr, map_ptr, out_ptr, H, num_experts, num_local, stride_r, stride_o,
     TOP_K: tl.constexpr, K_P2: tl.constexpr, HAS_MAP: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
-    token = tl.program_id(0).to(tl.int64)
+    token = tl.program_id(0).to(tl.int64) + tl.zeros([1], tl.int64)
     offs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_ok = offs < H
-    slots = tl.arange(0, K_P2)
-    pairs = token * TOP_K + slots
-    expert, _, _ = local_experts(ids_ptr, map_ptr, pairs, slots < TOP_K, num_experts, num_local, HAS_MAP)
-    rows = tl.load(rows_ptr + pairs[:, None] * stride_r + offs[None, :], mask=(expert >= 0)[:, None] & h_ok[None, :], other=0.0)
-    tl.store(out_ptr + token * stride_o + offs, tl.sum(rows.to(tl.float32), axis=0).to(out_ptr.dtype.element_ty), mask=h_ok)
+    sums = token_sums(rows_ptr, ids_ptr, map_ptr, token, offs, h_ok, num_experts, num_local, stride_r, TOP_K, K_P2, HAS_MAP)
+    tl.store(out_ptr + token[:, None] * stride_o + offs[None, :], sums.to(out_ptr.dtype.element_ty), mask=h_ok[None, :])
+
+
+@triton.jit
+def sum_pairs_if_last(rows_ptr, ids_ptr, map_ptr, out_ptr, count_ptr, pid_n, arrivals, tokens, num_experts, num_local, N,
+                      stride_r, stride_o, TOP_K: tl.constexpr, K_P2: tl.constexpr, HAS_MAP: tl.constexpr,
+                      BLOCK_N: tl.constexpr, SUM_T: tl.constexpr):
+    """The top-k sum inside GEMM2 (a :class:`moe_core_triton.blocks.PairTable` forward): every program of column
+    tile ``pid_n`` arrives at that tile's counter once its rows are stored, and the last of the ``arrivals`` sums
+    the tile's columns of every token's valid pair rows into ``out`` [tokens, N], SUM_T tokens at a time, then
+    leaves the counter at zero for the next launch on the stream. The sums are :func:`_topk_sum_kernel`'s."""
+    tl.debug_barrier()  # every thread's row stores come before the release below
+    if tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel") == arrivals - 1:
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < N
+        for first in range(0, tokens, SUM_T):
+            t = first + tl.arange(0, SUM_T)
+            t = tl.where(t < tokens, t, -1).to(tl.int64)
+            sums = token_sums(rows_ptr, ids_ptr, map_ptr, t, cols, col_ok, num_experts, num_local, stride_r, TOP_K, K_P2, HAS_MAP)
+            tl.store(out_ptr + t[:, None] * stride_o + cols[None, :], sums.to(out_ptr.dtype.element_ty), mask=(t >= 0)[:, None] & col_ok[None, :])
+        tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed")
 
 
 @functools.lru_cache(maxsize=64)

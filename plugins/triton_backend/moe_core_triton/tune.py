@@ -28,7 +28,6 @@ from moe_core.numerics import relative_error, tolerance
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton import configs
-from moe_core_triton.blocks import standard_table
 from moe_core_triton.kernel import TritonKernel, has_tma
 from moe_core_triton.scratch import new_empty
 
@@ -108,9 +107,11 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         2: (i, lambda g, table: kernel._run_gemm2(g, a2, a2_scale, weights, table, routing, routing.topk_weights, None, new_empty, None)),
     }
 
+    pairs = kernel.pair_table_pairs(rows, batched=False)  # a forward of few pairs builds no table (PairTable)
+
     def with_its_own_table(g, table):
         """GEMM2's step when its BLOCK_M differs from GEMM1's: a forward builds its table too."""
-        return steps[2][1](g, standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, table.block_m))
+        return steps[2][1](g, kernel.rows_of(g, routing.topk_ids))
 
     budget = tolerance(sch.activation_key, cfg.dtype)  # fp8 intermediates: one flipped rounding moves a value 1/16
     here = torch.device(device)
@@ -125,8 +126,8 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
             n = i if gemm == 1 else h
             tried = refinements(kernel._config(here, rows, n, k, gemm, tokens), tma)
         for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
-            table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, lc.BLOCK_M)
-            launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False)
+            launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs)
+            table = kernel.rows_of(launch, routing.topk_ids)
             own_table = gemm == 2 and lc.BLOCK_M != best[1].BLOCK_M
             run = functools.partial(with_its_own_table if own_table else step, launch, table)
             try:

@@ -91,6 +91,57 @@ def test_standard_edge_cases(name, case):
     assert rel_err(got, want) < tolerance(sch.activation_key, dtype)
 
 
+def test_forwards_of_few_pairs_launch_only_their_gemms(monkeypatch):
+    """Up to pair_table_max_pairs pairs the GEMMs group the pairs and sum the top-k rows themselves: no table launch,
+    no top-k sum launch. Above it (or with the limit at 0) both come back."""
+    from moe_core_triton.compile_check import launches_of
+
+    def kernels(tokens):
+        return [launch.name for launch in launches_of("unquantized", tokens, False, torch.float16, (64, 32))]
+
+    limit = TritonKernel.pair_table_max_pairs
+    assert kernels(limit // 2) == ["moe_gemm_kernel"] * 2  # top-2: limit // 2 tokens are exactly the limit's pairs
+    assert kernels(limit // 2 + 1) == ["_table_kernel", "moe_gemm_kernel", "moe_gemm_kernel", "_topk_sum_kernel"]
+    monkeypatch.setattr(TritonKernel, "pair_table_max_pairs", 0)
+    assert kernels(1) == ["_table_kernel", "moe_gemm_kernel", "moe_gemm_kernel", "_topk_sum_kernel"]
+
+
+@pytest.mark.parametrize("name", ["unquantized", "fp8-block", "w4a16"])
+@pytest.mark.parametrize("with_map", [False, True])
+def test_pair_tables_give_the_block_tables_result_and_leave_their_counters_at_zero(name, with_map):
+    """Each row is computed alone and the top-k rows are summed in slot order either way: the same bits. GEMM2's
+    arrival counters are back at zero after every forward, so the next forward on the stream starts clean."""
+    from moe_core_triton import blocks
+
+    sch = quant.scheme(name)
+    cfg = cfg_for(torch.float16, num_experts=8, top_k=3, parallel=ParallelConfig(ep_size=2) if with_map else ParallelConfig())
+    weights, x, routing = problem(cfg, sch, 7, seed=4)
+    expert_map = torch.tensor([-1, 0, -1, 1, 2, -1, 3, -1], device=DEVICE) if with_map else None
+    outs = []
+    for cls in (TritonKernel, type("BlockTables", (TritonKernel,), {"pair_table_max_pairs": 0})):
+        kernel = cls(cfg, sch.weight_key, sch.activation_key)
+        prepared = kernel.prepare_weights(weights)
+        for _ in range(2):
+            outs.append(kernel.forward(x, prepared, routing, expert_map=expert_map, apply_router_weight_on_input=False))
+    assert all(torch.equal(out, outs[0]) for out in outs[1:])
+    assert not any(state.any() for key, state in blocks._states.items() if key[0] == blocks.ARRIVALS)
+
+
+def test_a_pair_table_forward_is_untouched_by_the_grid_barriers_words():
+    """A cooperative table launch leaves its barrier's generation word counting on; the top-k sum's counters are
+    other words, so a small forward after a large one on the same stream still sums every column tile."""
+    from moe_core_triton import blocks
+
+    sch = quant.scheme("unquantized")
+    cfg = cfg_for(torch.float16, hidden_size=256)
+    weights, x, routing = problem(cfg, sch, 3, seed=6)
+    kernel = TritonKernel(cfg, None, None)
+    prepared = kernel.prepare_weights(weights)
+    want = kernel.forward(x, prepared, routing, expert_map=None, apply_router_weight_on_input=False)
+    blocks.stream_words(x.device, blocks.GRID_BARRIER, 2)[:4] = torch.tensor([0, 5, 5, 5])  # as after 5 grid barriers
+    assert torch.equal(kernel.forward(x, prepared, routing, expert_map=None, apply_router_weight_on_input=False), want)
+
+
 @pytest.mark.parametrize("name", BATCHED_SCHEMES)
 def test_batched_matches_reference(name):
     sch = quant.scheme(name)
@@ -200,27 +251,32 @@ def test_activation_quantization_matches_the_core_codes(key, cols):
     assert differ <= 0.002  # only exact rounding ties may land on the neighbouring code
 
 
-def test_grid_barrier_states_are_kept_per_stream_and_thread_and_bounded(monkeypatch):
-    """One zeroed state per (device, stream, thread), reused by later launches there; never more than the bound."""
+def test_stream_words_are_kept_per_purpose_stream_and_thread_and_bounded(monkeypatch):
+    """Zeroed words per (purpose, device, stream, thread), reused by later launches there, replaced by more when more
+    are asked for; a grid barrier's words are never a top-k sum's; never more states than the bound."""
     import threading
 
     from moe_core_triton import blocks
 
-    monkeypatch.setattr(blocks, "_barriers", {})
-    monkeypatch.setattr(blocks, "MAX_BARRIER_STATES", 3)
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(blocks, "_states", {})
+    monkeypatch.setattr(blocks, "MAX_STATES", 4)
     stream = [7]
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: stream[0], raising=False)
+    monkeypatch.setattr(blocks, "_current_stream", lambda device: stream[0])
     device = torch.device("cpu")
-    first = blocks.barrier_state(device)
-    assert first.tolist() == [0, 0] and blocks.barrier_state(device) is first
+    first = blocks.stream_words(device, blocks.GRID_BARRIER, 2)
+    assert first.tolist() == [0] * blocks.MIN_STATE_WORDS and blocks.stream_words(device, blocks.GRID_BARRIER, 5) is first
+    wider = blocks.stream_words(device, blocks.GRID_BARRIER, blocks.MIN_STATE_WORDS + 1)
+    assert wider.numel() == blocks.MIN_STATE_WORDS + 1 and not wider.any()
+    assert blocks.stream_words(device, blocks.GRID_BARRIER, 2) is wider
+    wider[1] = 3  # a grid barrier's generation counts on
+    assert not blocks.stream_words(device, blocks.ARRIVALS, 2).any()
     states = []
-    for s in (8, 9):  # two more streams: three keys, at the bound
+    for s in (8, 9):  # two more streams: four keys, at the bound
         stream[0] = s
-        states.append(blocks.barrier_state(device))
-    assert len(blocks._barriers) == 3 and len({id(t) for t in [first, *states]}) == 3
+        states.append(blocks.stream_words(device, blocks.GRID_BARRIER, 2))
+    assert len(blocks._states) == 4 and len({id(t) for t in [wider, *states]}) == 3
     other = []
-    worker = threading.Thread(target=lambda: other.append(blocks.barrier_state(device)))
+    worker = threading.Thread(target=lambda: other.append(blocks.stream_words(device, blocks.GRID_BARRIER, 2)))
     worker.start()
-    worker.join()  # a fourth key (another thread): the bound drops the others first
-    assert len(blocks._barriers) == 1 and other[0] is not states[-1]
+    worker.join()  # a fifth key (another thread): the bound drops the others first
+    assert len(blocks._states) == 1 and other[0] is not states[-1]

@@ -7,6 +7,8 @@ robustness checks run through ``apply``, then thousands of garbage routings thro
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,10 +22,12 @@ from moe_core.registry import Registry
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
 from moe_core.testing import conformance
-from moe_core_triton.blocks import standard_table
+from moe_core_triton.blocks import next_power_of_2, pair_table, pairs_of_block, standard_table
 from moe_core_triton.compile_check import with_launch_fields
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 
+#: The kernel with a block table at every size (small forwards otherwise use a PairTable).
+BLOCK_TABLES = type("BlockTableTritonKernel", (TritonKernel,), {"pair_table_max_pairs": 0})
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -72,6 +76,46 @@ def test_tables_hold_each_valid_pair_once_and_count_the_invalid(case):
         assert _reported(counter) == int(bad.sum())
 
 
+@triton.jit
+def _pair_blocks_kernel(ids_ptr, map_ptr, err_ptr, out_ptr, pairs, num_experts, num_local,
+                        HAS_MAP: tl.constexpr, BLOCK_M: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr):
+    """Each program writes what pairs_of_block gives it: its BLOCK_M row ids, its expert, whether it is live."""
+    pid = tl.program_id(0)
+    ids, expert, live = pairs_of_block(ids_ptr, map_ptr, err_ptr, pid, pairs, num_experts, num_local, pid == 0,
+                                       HAS_MAP, True, BLOCK_M, P_P2, E_P2)
+    row = out_ptr + pid * (BLOCK_M + 2)
+    tl.store(row + tl.arange(0, BLOCK_M), ids.to(tl.int32))
+    tl.store(row + BLOCK_M, expert.to(tl.int32))
+    tl.store(row + BLOCK_M + 1, live.to(tl.int32))
+
+
+@settings(max_examples=25, deadline=None)
+@given(table_case())
+def test_pair_tables_give_each_program_its_block_and_count_the_invalid(case):
+    """A PairTable's blocks, worked out by each GEMM program, are exactly the table's grouping: experts in order, each
+    expert's valid pairs in pair order, runs padded to BLOCK_M; programs past the last block are not live."""
+    ids, num_experts, num_local, expert_map, block_m = case
+    ids = ids.to(DEVICE)
+    map_t = torch.tensor(expert_map, device=DEVICE) if expert_map is not None else None
+    local, bad, _ = invalid_pairs(ids.reshape(-1), num_experts, map_t, num_local)
+    counter = RoutingErrorCounter("routing.topk_ids", "")
+    table = pair_table(ids, num_experts, num_local, block_m, map_t, counter)
+    programs = table.capacity // block_m
+    out = torch.full((programs, block_m + 2), -7, dtype=torch.int32, device=DEVICE)
+    _pair_blocks_kernel[(programs,)](ids.reshape(-1), map_t if map_t is not None else ids, counter.buffer(ids.device), out,
+                                     table.num_valid, num_experts, num_local, HAS_MAP=map_t is not None, BLOCK_M=block_m,
+                                     P_P2=table.pairs_p2, E_P2=next_power_of_2(num_local))
+    want = []  # (row ids, expert) of every block, from the valid pairs alone
+    for expert in range(num_local):
+        run = [p for p, e in enumerate(local.tolist()) if e == expert]
+        run += [table.num_valid] * (-len(run) % block_m)
+        want += [(run[i: i + block_m], expert) for i in range(0, len(run), block_m)]
+    got = out.tolist()
+    assert [(row[:block_m], row[block_m]) for row in got[: len(want)]] == want
+    assert [row[block_m + 1] for row in got] == [1] * len(want) + [0] * (programs - len(want))
+    assert _reported(counter) == int(bad.sum())
+
+
 def _problem(name, ep=1, tokens=6):
     cfg = MoEConfig(num_experts=8, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.float16, parallel=ParallelConfig(ep_size=ep))
     sch = quant.scheme(name)
@@ -82,7 +126,8 @@ def _problem(name, ep=1, tokens=6):
 
 @pytest.mark.parametrize("name", ["unquantized", "fp8-block", "fp8-tensor-dyn", "int8"])
 @pytest.mark.parametrize("with_map", [False, True])
-@pytest.mark.parametrize("kernel_cls", [TritonKernel, with_launch_fields(TritonKernel, SPLIT_K=3)], ids=["unsplit", "split-k"])
+@pytest.mark.parametrize("kernel_cls", [TritonKernel, with_launch_fields(TritonKernel, SPLIT_K=3), BLOCK_TABLES],
+                         ids=["unsplit", "split-k", "block-table"])
 def test_forward_drops_invalid_pairs_and_counts_them(name, with_map, kernel_cls):
     cfg, sch, raw, x, routing = _problem(name, ep=2 if with_map else 1)
     ids = routing.topk_ids.clone()

@@ -11,7 +11,6 @@ from moe_core.quant import scheme
 from moe_core.routing import BatchedRouting
 from moe_core.testing import conformance
 from moe_core_triton import quantize
-from moe_core_triton.blocks import standard_table
 from moe_core_triton.compile_check import launches_of, with_launch_fields
 from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
@@ -61,7 +60,7 @@ def test_the_codes_and_scales_are_those_of_the_quantization_pass():
     out = {}
     for kernel in (fused, plain):
         g1, _ = kernel._gemm_launches(torch.device(DEVICE), rows, 6, True, False)
-        table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, g1.config.BLOCK_M)
+        table = kernel.rows_of(g1, routing.topk_ids)
         a1, a1_scale = kernel._quantize(x, None, quantize.new_empty)
         out[kernel is fused] = kernel._run_gemm1(g1, a1, a1_scale, weights, table, rows, cfg.top_k, quantize.new_empty)
     (q, scale), (q_plain, scale_plain) = out[True], out[False]

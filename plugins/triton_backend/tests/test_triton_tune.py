@@ -11,6 +11,7 @@ import torch
 from moe_core.presets import model
 from moe_core.quant import GroupShape, QuantDtype, QuantKey, scheme
 from moe_core_triton import configs, tune
+from moe_core_triton import kernel as kernel_module
 from moe_core_triton.kernel import TritonKernel
 from moe_core_triton.tune import candidates, tune_case
 
@@ -141,9 +142,10 @@ def test_values_dequantizes_groups_of_columns():
 def test_gemm2_candidates_with_another_block_m_than_gemm1_pay_for_their_own_table(monkeypatch):
     """A forward builds a second block table when GEMM2's BLOCK_M differs from GEMM1's: the tuner times it."""
     monkeypatch.setattr(tune, "_TILES", [(64, 128, 4, 4)])
+    monkeypatch.setattr(TritonKernel, "pair_table_max_pairs", 0)  # block tables at every size (PairTables are not built)
     built = []
-    real_table = tune.standard_table
-    monkeypatch.setattr(tune, "standard_table", lambda *args, **kw: built.append(args[3]) or real_table(*args, **kw))
+    real_table = kernel_module.standard_table
+    monkeypatch.setattr(kernel_module, "standard_table", lambda *args, **kw: built.append(args[3]) or real_table(*args, **kw))
     timed = []  # (gemm launch, the tables its timed run built)
 
     def timer(run):
