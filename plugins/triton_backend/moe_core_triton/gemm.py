@@ -58,6 +58,13 @@ dynamically: fp8-block's 1x128 with 128-column tiles) quantizes the intermediate
 of :mod:`moe_core_triton.quantize`, writing the codes to ``c`` and one scale per row and tile to
 ``out_scale_ptr`` [rows, groups]: no separate pass reads the intermediate back, and half the bytes are written.
 
+``QUANT_IN`` (forwards of few pairs of a scheme with dynamic per-token or 1 x BLOCK_K activation groups, fp8 or
+int8) reads 16-bit activations and quantizes each A tile in registers with the rules of :mod:`moe_core_triton.quantize`
+(1: one scale per row over the whole K, from a first pass over the tile's rows; 2: one scale per row and K step,
+the group being the tile): the same codes and scales as the separate pass, which is not launched (GEMM1: the
+layer's input; GEMM2: the intermediate, which GEMM1 then writes in 16 bits). Every column tile repeats the
+quantization of its rows, cheap where a forward has few rows and launches dominate.
+
 ``TMA_B`` (a launch-config choice for 8- and 16-bit weights on Hopper; off unless a tuned data file picks it)
 loads each weight tile through ``b_desc``, a tensor descriptor of the weights seen as one [E * rows, K]
 matrix, with the tensor memory accelerator instead of per-thread async copies: no address arithmetic or
@@ -72,7 +79,7 @@ import triton
 import triton.language as tl
 
 from moe_core_triton.blocks import pairs_of_block
-from moe_core_triton.quantize import FP8_QMAX, codes, row_scales
+from moe_core_triton.quantize import FP8_QMAX, INT8_QMAX, codes, row_scales
 from moe_core_triton.reduce import sum_pairs_if_last
 
 
@@ -259,6 +266,56 @@ def times_column_scales(product, b_s, SWAP_AB: tl.constexpr):
 
 
 @triton.jit
+def activation_qmax(INT8: tl.constexpr):
+    """The largest code of the activations a QUANT_IN GEMM quantizes: 127 (int8) or 448 (fp8 e4m3)."""
+    if INT8:
+        qmax = INT8_QMAX
+    else:
+        qmax = FP8_QMAX
+    return qmax
+
+
+@triton.jit
+def tile_row_amax(a, SWAP_AB: tl.constexpr):
+    """max |a| of each token row of a 16-bit activation tile ([BLOCK_M, BLOCK_K], or [BLOCK_K, BLOCK_M] with
+    SWAP_AB), in float32."""
+    if SWAP_AB:
+        amax = tl.max(tl.abs(a.to(tl.float32)), axis=0)
+    else:
+        amax = tl.max(tl.abs(a.to(tl.float32)), axis=1)
+    return amax
+
+
+@triton.jit
+def input_row_amax(a_ptrs, row_ok, offs_k, K, stride_ak, k_tiles, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """max |a| of each token row over the whole K (QUANT_IN 1: per-token scales), one pass over the rows' tiles."""
+    amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for k in range(0, k_tiles):
+        if EVEN_K:
+            k_ok = tl.full((BLOCK_K,), True, tl.int1)
+        else:
+            k_ok = offs_k < K - k * BLOCK_K
+        if SWAP_AB:
+            a = tl.load(a_ptrs + k * BLOCK_K * stride_ak, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
+        else:
+            a = tl.load(a_ptrs + k * BLOCK_K * stride_ak, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        amax = tl.maximum(amax, tile_row_amax(a, SWAP_AB))
+    return amax
+
+
+@triton.jit
+def quantized_tile(a, scale, qmax, code_dtype, INT8: tl.constexpr, ROUND_FP8: tl.constexpr, SWAP_AB: tl.constexpr):
+    """A 16-bit activation tile as codes of ``code_dtype``, one ``scale`` per token row (as quantize.py's pass)."""
+    divisor = tl.maximum(scale, 1e-12)
+    if SWAP_AB:
+        y = a.to(tl.float32) / divisor[None, :]
+    else:
+        y = a.to(tl.float32) / divisor[:, None]
+    return codes(y, qmax, INT8, ROUND_FP8).to(code_dtype)
+
+
+@triton.jit
 def moe_gemm_kernel(
     a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, weights_ptr, b_zero_ptr, b_global_ptr, b_desc, out_scale_ptr, sum_ptr, count_ptr,
     table_ptr, map_ptr, err_ptr, num_valid, capacity, num_experts, num_local,
@@ -272,7 +329,8 @@ def moe_gemm_kernel(
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     SCALE_AFTER_DOT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, ROUND_FP8: tl.constexpr,
+    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, QUANT_IN: tl.constexpr,
+    ROUND_FP8: tl.constexpr,
     PAIR_TABLE: tl.constexpr, HAS_MAP: tl.constexpr, GUARD: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr,
     SUM_PAIRS: tl.constexpr, TOP_K: tl.constexpr, K_P2: tl.constexpr, SUM_T: tl.constexpr,
 ):
@@ -347,6 +405,11 @@ def moe_gemm_kernel(
             b_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // GROUP_N) * stride_bsn
 
     k_tiles = tl.cdiv(K, BLOCK_K)
+    if QUANT_IN != 0:
+        qmax = activation_qmax(INT8)
+    if QUANT_IN == 1:  # per-token scales: the rows' amax over the whole K first (before any split-K offset)
+        a_row_scale = tl.maximum(input_row_amax(a_ptrs, row_ok, offs_k, K, stride_ak, k_tiles, SWAP_AB, EVEN_K, BLOCK_M, BLOCK_K),
+                                 1e-12) / qmax
     if SPLIT_K > 1:  # this program's share of the K tiles: [first, last), empty for trailing splits of a short K
         per_split = tl.cdiv(k_tiles, SPLIT_K)
         first = tl.program_id(1) * per_split
@@ -367,6 +430,11 @@ def moe_gemm_kernel(
             a = tl.load(a_ptrs, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
         else:
             a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        if QUANT_IN == 1:
+            a = quantized_tile(a, a_row_scale, qmax, b_ptr.dtype.element_ty, INT8, ROUND_FP8, SWAP_AB)
+        elif QUANT_IN == 2:  # the tile's BLOCK_K columns are one group of each row
+            a_group_scale = tl.maximum(tile_row_amax(a, SWAP_AB), 1e-12) / qmax
+            a = quantized_tile(a, a_group_scale, qmax, b_ptr.dtype.element_ty, INT8, ROUND_FP8, SWAP_AB)
         if TMA_B:
             b = weight_tile_by_tma(b_desc, b_row, k * BLOCK_K, SWAP_AB)
             if GATED:
@@ -390,7 +458,10 @@ def moe_gemm_kernel(
                 b_up = tl.load(b_ptrs + up_offset * stride_bn, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if SCALES == 2:
             group = (k * BLOCK_K) // GROUP_K
-            a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
+            if QUANT_IN == 2:
+                a_s = a_group_scale
+            else:
+                a_s = tl.load(a_s_ptrs + group * stride_ask, mask=row_ok, other=0.0)
             b_s = weight_block_scales(b_s_ptrs + group * stride_bsk, n_ok, ONE_B_SCALE)
             acc += scaled(tile_dot(a, b, None, acc_dtype, PROMOTE_EVERY, SWAP_AB), a_s, b_s, SWAP_AB, ONE_B_SCALE)
             if GATED:
@@ -416,7 +487,9 @@ def moe_gemm_kernel(
     out = acc.to(tl.float32)
     out_up = acc_up.to(tl.float32)
     if SCALES == 1:
-        if A_PER_ROW:
+        if QUANT_IN == 1:
+            a_s = a_row_scale[:, None]
+        elif A_PER_ROW:
             a_s = tl.load(a_scale_ptr + a_rows * stride_asm, mask=row_ok, other=0.0)[:, None]
         else:
             a_s = tl.load(a_scale_ptr)

@@ -7,7 +7,9 @@ reduction (standard format). No Python loop over experts. A split-K launch confi
 gated-activation pass after GEMM1 and sums GEMM2 with atomics instead of the top-k reduction.
 A standard-format forward of at most ``pair_table_max_pairs`` pairs launches neither the table nor the
 top-k sum: each GEMM program groups the pairs of its block itself, and GEMM2's last program per column
-tile sums the top-k rows (a :class:`~moe_core_triton.blocks.PairTable`; ``PAIR_TABLE`` in gemm.py).
+tile sums the top-k rows (a :class:`~moe_core_triton.blocks.PairTable`; ``PAIR_TABLE`` in gemm.py). Such a
+forward, run eagerly, of a small layer and a scheme with dynamic per-token or 1 x BLOCK_K activation groups launches
+no quantization pass either: each GEMM quantizes the 16-bit rows it reads (``QUANT_IN`` in gemm.py).
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ SCALE_AFTER_DOT_MAX_BLOCK_M = 32
 #: Standard-format forwards of at most this many (token, expert) pairs use a PairTable (no table launch, the top-k
 #: sum inside GEMM2): each GEMM program then spends O(pairs) work grouping them, worth it where launches dominate.
 PAIR_TABLE_MAX_PAIRS = 64
+#: Eager PairTable forwards whose touched weights, pairs x 3 x H x I elements, are at most this quantize their activations
+#: inside the GEMMs (``QUANT_IN``): each column tile then repeats the quantization of its rows, which costs more GPU
+#: time than the passes it replaces (H100: Qwen3-30B-A3B fp8 at 1 token, 23 -> 28 us in a CUDA graph) but saves their
+#: launches' host time (116 -> 79 us eager), a gain only while the layer's GPU work is short. Measured on the H100
+#: (docs/benchmarks/triton-h100.md): a gain at Qwen3 1-4 tokens (38M-151M elements), a loss at 8 tokens (302M) and at
+#: one Mixtral-8x7B token (352M). CUDA-graph captures always launch the passes (the graph replays no host work).
+QUANT_IN_MAX_ELEMENTS = 160 << 20
 #: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
 SUM_TILE_ELEMENTS = 4096
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
@@ -58,12 +67,14 @@ BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
 @dataclass(frozen=True)
 class GemmLaunch:
     """One expert GEMM of a forward: its launch config, its launcher (constexprs bound), for GEMM1 whether it
-    writes the intermediate quantized (``QUANT_OUT``: no separate quantization pass follows), whether it reads a
+    writes the intermediate quantized (``QUANT_OUT``: no separate quantization pass follows), whether it reads
+    16-bit activations and quantizes them itself (``QUANT_IN``: no pass before it), whether it reads a
     :class:`PairTable` (``PAIR_TABLE``) and, for GEMM2, whether it sums the top-k rows itself (``SUM_PAIRS``)."""
 
     config: configs.LaunchConfig
     launch: Launcher
     quantizes_output: bool = False
+    quantizes_input: bool = False
     pair_table: bool = False
     sums_pairs: bool = False
 
@@ -232,15 +243,15 @@ class TritonKernel(MoEKernel):
         device = x.device
 
         weighted = not (batched or apply_router_weight_on_input)
-        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, batched, expert_map is not None)
-        empty = self._scratch(device, rows, tokens) if not batched else new_empty
+        capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        g1, g2 = self._gemm_launches(device, rows, tokens, weighted, batched, expert_map is not None, eager=not capturing)
+        empty = self._scratch(device, rows, tokens, capturing) if not batched else new_empty
         if not batched:
             table_for = lambda g, errs: self.rows_of(g, routing.topk_ids, expert_map, errs, empty)  # noqa: E731
         table1 = table_for(g1, errors)  # invalid routing is counted by the first table only
         table2 = table1 if g2.config.BLOCK_M == g1.config.BLOCK_M else table_for(g2, None)
 
-        a1, a1_scale = self._quantize(a_in, weights.a13_scale, empty)
-        a2, a2_scale = self._run_gemm1(g1, a1, a1_scale, weights, table1, rows, row_div, empty)
+        a2, a2_scale = self._run_gemm1(g1, a_in, weights, table1, rows, row_div, empty, quantize_output=not g2.quantizes_input)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
         return self._run_gemm2(g2, a2, a2_scale, weights, table2, routing, topk_weights, expert_map, empty, x.shape if batched else None)
 
@@ -253,12 +264,16 @@ class TritonKernel(MoEKernel):
             return pair_table(topk_ids, cfg.num_experts, cfg.local_num_experts, block_m, expert_map, errors)
         return standard_table(topk_ids, cfg.num_experts, cfg.local_num_experts, block_m, expert_map, errors, empty=empty)
 
-    def _run_gemm1(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable | PairTable, rows: int, row_div: int, empty):
-        """GEMM1 with its gated activation, then the intermediate's quantization: GEMM2's input [rows, I] and its
-        scales (None for 16-bit activations). A split-K launch sums into a float32 buffer first, then
-        :func:`gated_rows_kernel` applies the activation; a ``QUANT_OUT`` launch quantizes in its epilogue."""
+    def _run_gemm1(self, g: GemmLaunch, x, weights: ExpertWeights, table: BlockTable | PairTable, rows: int, row_div: int, empty,
+                   quantize_output: bool = True):
+        """The layer's 16-bit input ``x`` quantized (unless the launch does it, ``QUANT_IN``), GEMM1 with its gated
+        activation, then the intermediate's quantization unless ``quantize_output`` is False (GEMM2 quantizes it):
+        GEMM2's input [rows, I] and its scales (None for 16-bit activations). A split-K launch sums into a float32
+        buffer first, then :func:`gated_rows_kernel` applies the activation; a ``QUANT_OUT`` launch quantizes in
+        its epilogue."""
         cfg, i = self.config, self.config.intermediate_size
-        device = a.device
+        device = x.device
+        a, a_scale = (x, None) if g.quantizes_input else self._quantize(x, weights.a13_scale, empty)
         w = dict(zero=weights.w13_zero, global_scale=weights.w13_global_scale)
         if g.quantizes_output:
             key = self.activation_key
@@ -273,12 +288,12 @@ class TritonKernel(MoEKernel):
             self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, partial, table, row_div=row_div, up_offset=i, n=i, **w)
             inter = empty((rows, i), cfg.dtype, device)
             self._gated_rows((rows, cdiv(i, GATED_BLOCK_N)), partial, inter, i, cfg.swiglu_limit or 0.0, partial.stride(0), inter.stride(0))
-        return self._quantize(inter, weights.a2_scale, empty)
+        return self._quantize(inter, weights.a2_scale, empty) if quantize_output else (inter, None)
 
     def _run_gemm2(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable | PairTable, routing, topk_weights,
                    expert_map, empty, batched_shape: torch.Size | None):
-        """GEMM2 with the router weight (``topk_weights``, None if not applied here) and the top-k reduction:
-        the layer's output, [tokens, H], or ``batched_shape`` for the batched format (rows past the counts are 0)."""
+        """GEMM2 with the router weight (``topk_weights``, None if not applied here) and the top-k reduction (``a``:
+        the intermediate, 16-bit where the launch quantizes it, ``QUANT_IN``): the layer's output, [tokens, H], or ``batched_shape`` for the batched format (rows past the counts are 0)."""
         cfg, h = self.config, self.config.hidden_size
         rows, device = a.shape[0], a.device
         w = dict(topk_weights=topk_weights, zero=weights.w2_zero, global_scale=weights.w2_global_scale)
@@ -307,31 +322,32 @@ class TritonKernel(MoEKernel):
         writing one row per pair for the top-k sum."""
         return not batched and (self.reduce == "atomic" or gemm2.SPLIT_K > 1)
 
-    def _scratch(self, device: torch.device, rows: int, tokens: int):
+    def _scratch(self, device: torch.device, rows: int, tokens: int, capturing: bool):
         """The ``empty`` of a standard-format forward: the shared scratch set of small forwards outside
-        CUDA-graph capture, keyed by (device, stream, thread, rows, tokens, layer shape and scheme); else
-        plain allocation."""
+        CUDA-graph capture (``capturing``), keyed by (device, stream, thread, rows, tokens, layer shape and scheme);
+        else plain allocation."""
         cfg = self.config
-        if rows * (cfg.hidden_size + cfg.intermediate_size) > REUSE_MAX_ELEMENTS or device.type != "cuda" \
-                or torch.cuda.is_current_stream_capturing():
+        if rows * (cfg.hidden_size + cfg.intermediate_size) > REUSE_MAX_ELEMENTS or device.type != "cuda" or capturing:
             return new_empty
         return POOL.empty_for((device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens,
                                self._scratch_family))
 
     def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool,
-                       has_map: bool = False) -> tuple[GemmLaunch, GemmLaunch]:
+                       has_map: bool = False, eager: bool = True) -> tuple[GemmLaunch, GemmLaunch]:
         """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,
-        batched, expert map or not) and then cached."""
-        key = (device, rows, tokens, weighted, batched, has_map)
+        batched, expert map or not, eager or captured in a CUDA graph) and then cached."""
+        key = (device, rows, tokens, weighted, batched, has_map, eager)
         found = self._plans.get(key)
         if found is None:
             if len(self._plans) >= 4096:  # token counts are bounded in practice; stay bounded anyway
                 self._plans.clear()
             i, h = self.config.intermediate_size, self.config.hidden_size
             pairs = self.pair_table_pairs(rows, batched)
-            found = self._plans[key] = (
-                self.gemm_launch(self._config(device, rows, i, h, gemm=1, tokens=tokens), 1, weighted, batched, pairs, has_map),
-                self.gemm_launch(self._config(device, rows, h, i, gemm=2, tokens=tokens), 2, weighted, batched, pairs, has_map))
+            inside = eager and pairs is not None and pairs * 3 * h * i <= QUANT_IN_MAX_ELEMENTS  # QUANT_IN where it can
+            g1 = self.gemm_launch(self._config(device, rows, i, h, gemm=1, tokens=tokens), 1, weighted, batched, pairs, has_map,
+                                  quantize_input=inside)
+            found = self._plans[key] = (g1, self.gemm_launch(self._config(device, rows, h, i, gemm=2, tokens=tokens), 2, weighted, batched,
+                                                             pairs, has_map, quantize_input=inside and not g1.quantizes_output))
         return found
 
     def pair_table_pairs(self, rows: int, batched: bool) -> int | None:
@@ -339,18 +355,21 @@ class TritonKernel(MoEKernel):
         return None if batched or rows > self.pair_table_max_pairs or not self.count_routing_errors else rows
 
     def gemm_launch(self, lc: configs.LaunchConfig, gemm: int, weighted: bool, batched: bool, pairs: int | None = None,
-                    has_map: bool = False) -> GemmLaunch:
+                    has_map: bool = False, quantize_input: bool = False) -> GemmLaunch:
         """GEMM ``gemm`` (1 or 2) of this layer launched with ``lc`` as a forward launches it (for the tuner too);
-        ``pairs``: the pair count of a :class:`PairTable` forward (None: the GEMM reads a block table)."""
+        ``pairs``: the pair count of a :class:`PairTable` forward (None: the GEMM reads a block table);
+        ``quantize_input``: the GEMM quantizes its 16-bit input itself (``QUANT_IN``) where the scheme and ``lc`` allow
+        (a forward asks for it in eager PairTable forwards of small layers, :data:`QUANT_IN_MAX_ELEMENTS`)."""
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
         routes = self._pair_table_constexprs(lc, pairs, has_map, guard=gemm == 1, sums=gemm == 2 and not self._atomic(lc, batched))
-        on_pairs = dict(pair_table=routes["PAIR_TABLE"], sums_pairs=routes["SUM_PAIRS"])
+        quant_in = self._input_quantization(lc) if quantize_input else 0
+        common = dict(quantizes_input=quant_in != 0, pair_table=routes["PAIR_TABLE"], sums_pairs=routes["SUM_PAIRS"])
         if gemm == 1:
             quant_out = self._quantizes_intermediate(lc)
-            return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=True, weighted=False, atomic=False, quant_out=quant_out),
-                              quant_out, **on_pairs)
-        return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=False, weighted=weighted, atomic=self._atomic(lc, batched)),
-                          **on_pairs)
+            return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=True, weighted=False, atomic=False, quant_out=quant_out,
+                                                      quant_in=quant_in), quant_out, **common)
+        return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=False, weighted=weighted, atomic=self._atomic(lc, batched),
+                                                  quant_in=quant_in), **common)
 
     def _pair_table_constexprs(self, lc: configs.LaunchConfig, pairs: int | None, has_map: bool, guard: bool, sums: bool) -> dict:
         """The GEMM's PairTable constexprs (gemm.py): for ``pairs`` pairs, with an expert map or not, counting invalid
@@ -371,10 +390,22 @@ class TritonKernel(MoEKernel):
         return (key is not None and key.dtype is QuantDtype.FP8_E4M3 and not key.static and key.group.rows == 1
                 and key.group.cols == lc.BLOCK_N and lc.SPLIT_K == 1)
 
+    def _input_quantization(self, lc: configs.LaunchConfig) -> int:
+        """``QUANT_IN`` of a GEMM launched with ``lc`` that may quantize its own input: 1 (per-token scales over the
+        whole K) or 2 (1 x BLOCK_K groups), 0 where a separate pass must (or the scheme has 16-bit activations).
+        Dynamic fp8 / int8 per-token or per-group scales only: a per-tensor scale needs every row first, a static
+        one is cheap anyway."""
+        key = self.activation_key
+        if key is None or key.static or key.group.rows != 1:
+            return 0
+        if key.group.cols == -1:
+            return 1
+        return 2 if key.group.cols == lc.BLOCK_K else 0
+
     def _gemm_launcher(self, lc: configs.LaunchConfig, k: int, routes: dict, *, gated: bool, weighted: bool, atomic: bool,
-                       quant_out: bool = False) -> Launcher:
+                       quant_out: bool = False, quant_in: int = 0) -> Launcher:
         """The GEMM kernel with every constexpr of this layer, scheme and launch config bound (``k``: its reduction size;
-        ``routes``: :meth:`_pair_table_constexprs`)."""
+        ``routes``: :meth:`_pair_table_constexprs`; ``quant_in``: :meth:`_input_quantization`)."""
         mode = self.mode
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
         wo = self.weight_only or NOT_WEIGHT_ONLY
@@ -389,7 +420,8 @@ class TritonKernel(MoEKernel):
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
-            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, ROUND_FP8=ROUND_IN_FP32, **routes,
+            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
+            **routes,
         )
 
     def _scales_after_dot(self, lc: configs.LaunchConfig, group: int) -> bool:

@@ -19,8 +19,10 @@ from moe_core_triton.launch import Launcher
 from moe_core_triton.scratch import Empty, new_empty
 
 QMAX = {QuantDtype.FP8_E4M3: 448.0, QuantDtype.INT8: 127.0}
-#: The fp8 (e4m3) qmax as a constant kernels can read (GEMM1's epilogue quantization, gemm.py).
+#: The fp8 (e4m3) qmax as a constant kernels can read (GEMM1's epilogue quantization and QUANT_IN, gemm.py).
 FP8_QMAX = tl.constexpr(QMAX[QuantDtype.FP8_E4M3])
+#: The int8 qmax, likewise (a GEMM quantizing its int8 input, gemm.py).
+INT8_QMAX = tl.constexpr(QMAX[QuantDtype.INT8])
 TORCH_DTYPE = {QuantDtype.FP8_E4M3: torch.float8_e4m3fn, QuantDtype.INT8: torch.int8}
 
 

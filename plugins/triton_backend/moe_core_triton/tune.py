@@ -87,9 +87,9 @@ def cuda_median_seconds(run) -> float:
 def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda", refine: bool = False,
               timer: Callable[[Callable[[], None]], float] = cuda_median_seconds) -> dict[int, configs.LaunchConfig]:
     """Best config per GEMM (1, 2) for one (shape, scheme, token count). Each candidate runs its GEMM step as
-    a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with its gated activation and the
-    intermediate's quantization, GEMM2 with the router weight and the top-k reduction, so split-K candidates pay
-    for their extra pass and atomics, and a GEMM1 that quantizes in its epilogue gains the pass it saves. GEMM1
+    a CUDA graph of a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with the quantization passes
+    of its input and of the intermediate and its gated activation, GEMM2 with the router weight and the top-k
+    reduction, so split-K candidates pay for their extra pass and atomics, and a GEMM1 that quantizes in its epilogue gains the pass it saves. GEMM1
     is tuned first; a GEMM2 candidate whose BLOCK_M differs from GEMM1's choice is timed with the second block
     table a forward then builds. The candidates are :func:`candidates`, or with ``refine`` the
     :func:`refinements` of the config the layer picks now. ``timer(run)`` -> seconds."""
@@ -100,10 +100,9 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     x, routing = random_inputs(cfg, tokens, device=device, seed=seed + tokens)
     rows = tokens * cfg.top_k
     i, h = cfg.intermediate_size, cfg.hidden_size
-    a1, a1_scale = kernel._quantize(x, weights.a13_scale, new_empty)
     a2, a2_scale = kernel._quantize(torch.randn(rows, i, device=device).to(cfg.dtype), weights.a2_scale, new_empty)
     steps = {  # gemm: (its reduction size, its step given a GemmLaunch and a block table)
-        1: (h, lambda g, table: kernel._run_gemm1(g, a1, a1_scale, weights, table, rows, cfg.top_k, new_empty)),
+        1: (h, lambda g, table: kernel._run_gemm1(g, x, weights, table, rows, cfg.top_k, new_empty)),
         2: (i, lambda g, table: kernel._run_gemm2(g, a2, a2_scale, weights, table, routing, routing.topk_weights, None, new_empty, None)),
     }
 

@@ -210,9 +210,10 @@ def test_long_reduction_stays_accurate(name):
 @pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
 @pytest.mark.parametrize("tokens", [3, 2000])  # a table of one program and of several (grid barriers)
 @pytest.mark.parametrize("name, batched", [("unquantized", False), ("fp8-tensor-dyn", False), ("fp8-block", False),
-                                           ("unquantized", True), ("fp8-block", True)])
+                                           ("fp8-channel", False), ("int8", False), ("unquantized", True), ("fp8-block", True)])
 def test_apply_is_cuda_graph_capturable(tokens, name, batched):
-    """cuda_graph_safe is a promise: apply() never synchronises with the host, in either format."""
+    """cuda_graph_safe is a promise: apply() never synchronises with the host, in either format. The replay gives the
+    eager call's bits, also where the eager call quantizes inside the GEMMs (QUANT_IN) and the graph runs the passes."""
     sch = quant.scheme(name)
     cfg = cfg_for(torch.bfloat16, num_experts=8, hidden_size=256, intermediate_size=128,
                   parallel=ParallelConfig(use_batched_activation_format=batched))

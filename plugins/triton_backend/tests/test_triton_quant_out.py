@@ -61,8 +61,7 @@ def test_the_codes_and_scales_are_those_of_the_quantization_pass():
     for kernel in (fused, plain):
         g1, _ = kernel._gemm_launches(torch.device(DEVICE), rows, 6, True, False)
         table = kernel.rows_of(g1, routing.topk_ids)
-        a1, a1_scale = kernel._quantize(x, None, quantize.new_empty)
-        out[kernel is fused] = kernel._run_gemm1(g1, a1, a1_scale, weights, table, rows, cfg.top_k, quantize.new_empty)
+        out[kernel is fused] = kernel._run_gemm1(g1, x, weights, table, rows, cfg.top_k, quantize.new_empty)
     (q, scale), (q_plain, scale_plain) = out[True], out[False]
     assert q.dtype == q_plain.dtype == torch.float8_e4m3fn and scale.shape == scale_plain.shape == (rows, 2)
     # The pass quantizes the 16-bit intermediate, the epilogue its float32 value: scales agree to 16-bit rounding,

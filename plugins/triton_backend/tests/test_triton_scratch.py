@@ -48,10 +48,10 @@ def test_forwards_reuse_scratch_up_to_a_size_where_they_are_gpu_bound():
     kernel = TritonKernel(cfg, None, None)
     largest = REUSE_MAX_ELEMENTS // (cfg.hidden_size + cfg.intermediate_size)
     gpu = torch.device("cuda", 0)
-    assert kernel._scratch(gpu, largest + 1, 1) is scratch_module.new_empty
-    assert kernel._scratch(torch.device("cpu"), 2, 1) is scratch_module.new_empty
+    assert kernel._scratch(gpu, largest + 1, 1, False) is scratch_module.new_empty
+    assert kernel._scratch(torch.device("cpu"), 2, 1, False) is scratch_module.new_empty
     if GPU:
-        assert kernel._scratch(gpu, largest, 1) is not scratch_module.new_empty
+        assert kernel._scratch(gpu, largest, 1, False) is not scratch_module.new_empty
 
 
 @pytest.mark.skipif(not GPU, reason="scratch buffers are used on CUDA devices only")
