@@ -158,17 +158,43 @@ def group_scales(ptrs, mask, global_scale, W_CODES: tl.constexpr, W_SCALE: tl.co
 
 
 @triton.jit
-def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
+def int4_minus_zero(codes, zero, dtype: tl.constexpr):
+    """4-bit codes (int32 holding 0..15) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
+    float16), with no integer-to-float conversion (a quarter-rate instruction per element): the code goes into the
+    mantissa of 128 (bfloat16 bits 0x4300) or 1024 (float16 bits 0x6400), then 128 or 1024 plus the zero is
+    subtracted in ``dtype``. Every value involved is a small integer, so the result is exact: the same bits as
+    converting ``code - zero`` itself."""
+    if dtype == tl.bfloat16:
+        values = (codes | 0x4300).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        bias = 128.0
+    else:
+        values = as_float16(codes | 0x6400)
+        bias = 1024.0
+    return values - (zero + bias).to(dtype)[:, None]
+
+
+@triton.jit
+def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype,
                     W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
                     W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr,
                     BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
     when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0. With SCALE_AFTER_DOT (one
-    group per tile) the scales are left out: the caller multiplies the tile product by them instead."""
+    group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit
+    integer codes are then returned as ``dtype`` (:func:`int4_minus_zero`)."""
     codes = raw.to(tl.int32)
     if W_PACKED:  # element 2j in the low nibble of byte j
         codes = tl.interleave(codes & 15, codes >> 4)
-    if W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16 (times 2^-14)
+    INT4_DIRECT: tl.constexpr = SCALE_AFTER_DOT and W_PACKED and W_CODES == 0 and (dtype == tl.bfloat16 or dtype == tl.float16)
+    if INT4_DIRECT:  # decode tiles of int4 codes: one group per tile, no scales here
+        if W_ZERO == 2:
+            zero = tl.load(z_ptrs + (k0 // W_GROUP) * stride_bsk, mask=n_ok, other=0).to(tl.float32)
+        elif W_ZERO == 1:
+            zero = tl.full((BLOCK_N,), 8.0, tl.float32)
+        else:
+            zero = tl.zeros((BLOCK_N,), tl.float32)
+        values = int4_minus_zero(codes, zero, dtype)
+    elif W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16 (times 2^-14)
         values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
     elif W_CODES == 2:  # e4m3 bits (times 2^-8)
         values = e4m3_times_2_pow_minus_8(codes)
@@ -176,7 +202,9 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
         values = codes.to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
-    if GROUPS_PER_TILE == 1:  # the tile lies in one group along K
+    if INT4_DIRECT:
+        pass
+    elif GROUPS_PER_TILE == 1:  # the tile lies in one group along K
         group = k0 // W_GROUP
         if W_ZERO == 2:
             values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[:, None]
@@ -201,7 +229,7 @@ def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_o
     """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY."""
     raw = tl.load(ptrs, mask=mask, other=0.0)
     if W_ONLY:
-        tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, W_PACKED, W_CODES, W_ZERO,
+        tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype, W_PACKED, W_CODES, W_ZERO,
                                W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT, BLOCK_K, BLOCK_N).to(dtype)
     else:
         tile = raw

@@ -6,6 +6,8 @@ DeepSeek-sized K, the batched format and CUDA-graph capture.
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from moe_core import quant
 from moe_core.config import MoEConfig, ParallelConfig
@@ -17,6 +19,7 @@ from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
+from moe_core_triton.gemm import int4_minus_zero
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -171,3 +174,23 @@ def test_groups_smaller_than_a_k_tile_with_and_without_zero_points(group, symmet
     got = kernel.apply(x, kernel.prepare_weights(weights), routing)
     want = oracle.apply(x, oracle.prepare_weights(weights), routing)
     assert relative_error(got, want) <= tolerance(None, cfg.dtype)
+
+
+@triton.jit
+def _int4_minus_zero_kernel(codes_ptr, zero_ptr, out_ptr, DTYPE: tl.constexpr):
+    rows, cols = tl.arange(0, 16), tl.arange(0, 16)
+    codes = tl.load(codes_ptr + rows[:, None] * 16 + cols[None, :]).to(tl.int32)
+    zero = tl.load(zero_ptr + rows).to(tl.float32)
+    tl.store(out_ptr + rows[:, None] * 16 + cols[None, :], int4_minus_zero(codes, zero, DTYPE))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_codes_become_16_bit_values_exactly_without_a_conversion(dtype):
+    """Decode tiles of int4 codes build each value from the code's bits (gemm.int4_minus_zero): every code minus every
+    zero point (0..15, and the implicit 8) gives the same bits as converting the difference."""
+    codes = torch.arange(16, dtype=torch.uint8).repeat(16, 1)  # row r: zero point r
+    zeros = torch.arange(16, dtype=torch.uint8)
+    out = torch.empty(16, 16, dtype=dtype, device=DEVICE)
+    _int4_minus_zero_kernel[(1,)](codes.to(DEVICE), zeros.to(DEVICE), out, DTYPE=tl.bfloat16 if dtype == torch.bfloat16 else tl.float16)
+    want = (codes.int() - zeros.int()[:, None]).to(dtype)
+    assert torch.equal(out.cpu(), want)
