@@ -158,6 +158,14 @@ def group_scales(ptrs, mask, global_scale, W_CODES: tl.constexpr, W_SCALE: tl.co
 
 
 @triton.jit
+def int_codes_minus(codes, bias: tl.constexpr):
+    """Integer codes (int32 in [-2^22, 2^22)) minus ``bias`` as float32, exactly, with no integer-to-float conversion
+    (a quarter-rate instruction per element): the bits 0x4B400000 + code are the float 1.5 x 2^23 + code, and
+    subtracting 1.5 x 2^23 + bias leaves code - bias (small integers: exact)."""
+    return (codes + 0x4B400000).to(tl.float32, bitcast=True) - (12582912.0 + bias)
+
+
+@triton.jit
 def int4_minus_zero(codes, zero, dtype: tl.constexpr):
     """4-bit codes (int32 holding 0..15) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
     float16), with no integer-to-float conversion (a quarter-rate instruction per element): the code goes into the
@@ -198,10 +206,12 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
     elif W_CODES == 2:  # e4m3 bits (times 2^-8)
         values = e4m3_times_2_pow_minus_8(codes)
-    else:
-        values = codes.to(tl.float32)
+    elif SCALE_AFTER_DOT or W_ZERO == 2:  # measured slower by their bits (H100): to 16 bits next, Triton converting
+        values = codes.to(tl.float32)    # 8-bit integers by bit tricks itself; or a zero point follows
         if W_ZERO == 1:
             values = values - 8.0
+    else:  # symmetric codes, scaled in float32 next
+        values = int_codes_minus(codes, 8.0 if W_ZERO == 1 else 0.0)
     if INT4_DIRECT:
         pass
     elif GROUPS_PER_TILE == 1:  # the tile lies in one group along K

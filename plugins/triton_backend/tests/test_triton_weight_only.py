@@ -19,7 +19,7 @@ from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
-from moe_core_triton.gemm import int4_minus_zero
+from moe_core_triton.gemm import int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -194,3 +194,19 @@ def test_int4_codes_become_16_bit_values_exactly_without_a_conversion(dtype):
     _int4_minus_zero_kernel[(1,)](codes.to(DEVICE), zeros.to(DEVICE), out, DTYPE=tl.bfloat16 if dtype == torch.bfloat16 else tl.float16)
     want = (codes.int() - zeros.int()[:, None]).to(dtype)
     assert torch.equal(out.cpu(), want)
+
+
+@triton.jit
+def _int_codes_minus_kernel(codes_ptr, out_ptr, BIAS: tl.constexpr):
+    offs = tl.arange(0, 512)
+    tl.store(out_ptr + offs, int_codes_minus(tl.load(codes_ptr + offs), BIAS))
+
+
+@pytest.mark.parametrize("bias", [0.0, 8.0])
+def test_integer_codes_become_float32_exactly_without_a_conversion(bias):
+    """Prefill tiles of symmetric integer codes make them float32 by their bits (gemm.int_codes_minus): every int8,
+    uint8 and int4 code, minus the implicit zero point where there is one, exactly."""
+    codes = torch.arange(-128, 384, dtype=torch.int32)
+    out = torch.empty(512, dtype=torch.float32, device=DEVICE)
+    _int_codes_minus_kernel[(1,)](codes.to(DEVICE), out, BIAS=bias)
+    assert torch.equal(out.cpu(), codes.float() - bias)
