@@ -58,12 +58,13 @@ dynamically: fp8-block's 1x128 with 128-column tiles) quantizes the intermediate
 of :mod:`moe_core_triton.quantize`, writing the codes to ``c`` and one scale per row and tile to
 ``out_scale_ptr`` [rows, groups]: no separate pass reads the intermediate back, and half the bytes are written.
 
-``QUANT_IN`` (eager forwards of few pairs of a small layer, :data:`moe_core_triton.kernel.QUANT_IN_MAX_ELEMENTS`, of a
-scheme with dynamic per-token or 1 x BLOCK_K activation groups, fp8 or int8) reads 16-bit activations and quantizes each A tile in registers with the rules of :mod:`moe_core_triton.quantize`
-(1: one scale per row over the whole K, from a first pass over the tile's rows; 2: one scale per row and K step,
-the group being the tile): the same codes and scales as the separate pass, which is not launched (GEMM1: the
-layer's input; GEMM2: the intermediate, which GEMM1 then writes in 16 bits). Every column tile repeats the
-quantization of its rows: GPU time that pays only where the pass's launch costs more host time than that.
+``QUANT_IN`` (eager forwards of few pairs of a small layer, :data:`moe_core_triton.kernel.QUANT_IN_MAX_ELEMENTS`,
+of a scheme with dynamic per-token or 1 x BLOCK_K activation groups, fp8 or int8) reads 16-bit activations and
+quantizes each A tile in registers with the rules of :mod:`moe_core_triton.quantize` (1: one scale per row over the
+whole K, from a first pass over the tile's rows; 2: one scale per row and K step, the group being the tile): the
+same codes and scales as the separate pass, which is not launched (GEMM1: the layer's input; GEMM2: the
+intermediate, which GEMM1 then writes in 16 bits). Every column tile repeats the quantization of its rows: GPU time
+that pays only where the pass's launch costs more host time than that.
 
 ``TMA_B`` (a launch-config choice for 8- and 16-bit weights on Hopper; off unless a tuned data file picks it)
 loads each weight tile through ``b_desc``, a tensor descriptor of the weights seen as one [E * rows, K]
@@ -206,8 +207,10 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
     elif W_CODES == 2:  # e4m3 bits (times 2^-8)
         values = e4m3_times_2_pow_minus_8(codes)
-    elif SCALE_AFTER_DOT or W_ZERO == 2:  # measured slower by their bits (H100): to 16 bits next, Triton converting
-        values = codes.to(tl.float32)    # 8-bit integers by bit tricks itself; or a zero point follows
+    elif SCALE_AFTER_DOT or W_ZERO == 2:
+        # Converted: unscaled 8-bit codes go to 16 bits next, which Triton does by bit tricks itself; with zero points
+        # int_codes_minus measured slower on the H100 (docs/benchmarks/weight-only-h100.md).
+        values = codes.to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
     else:  # symmetric codes, scaled in float32 next

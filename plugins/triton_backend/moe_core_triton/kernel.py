@@ -293,7 +293,8 @@ class TritonKernel(MoEKernel):
     def _run_gemm2(self, g: GemmLaunch, a, a_scale, weights: ExpertWeights, table: BlockTable | PairTable, routing, topk_weights,
                    expert_map, empty, batched_shape: torch.Size | None):
         """GEMM2 with the router weight (``topk_weights``, None if not applied here) and the top-k reduction (``a``:
-        the intermediate, 16-bit where the launch quantizes it, ``QUANT_IN``): the layer's output, [tokens, H], or ``batched_shape`` for the batched format (rows past the counts are 0)."""
+        the intermediate, 16-bit where the launch quantizes it, ``QUANT_IN``): the layer's output, [tokens, H], or
+        ``batched_shape`` for the batched format (rows past the counts are 0)."""
         cfg, h = self.config, self.config.hidden_size
         rows, device = a.shape[0], a.device
         w = dict(topk_weights=topk_weights, zero=weights.w2_zero, global_scale=weights.w2_global_scale)
