@@ -328,19 +328,35 @@ def tile_row_amax(a, SWAP_AB: tl.constexpr):
 
 
 @triton.jit
+def k_step_mask(offs_k, K, k, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    """Which of K step ``k``'s BLOCK_K columns lie inside K: all of them with EVEN_K (no mask along K, so the copies
+    of a row's bytes vectorize)."""
+    if EVEN_K:
+        k_ok = tl.full((BLOCK_K,), True, tl.int1)
+    else:
+        k_ok = offs_k < K - k * BLOCK_K
+    return k_ok
+
+
+@triton.jit
+def activation_tile(ptrs, offset, row_ok, k_ok, SWAP_AB: tl.constexpr):
+    """One K step's activation tile at ``ptrs + offset``, [BLOCK_M, BLOCK_K] (or [BLOCK_K, BLOCK_M] with SWAP_AB),
+    zeros outside the valid rows and K."""
+    if SWAP_AB:
+        a = tl.load(ptrs + offset, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
+    else:
+        a = tl.load(ptrs + offset, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+    return a
+
+
+@triton.jit
 def input_row_amax(a_ptrs, row_ok, offs_k, K, stride_ak, k_tiles, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """max |a| of each token row over the whole K (QUANT_IN 1: per-token scales), one pass over the rows' tiles."""
     amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for k in range(0, k_tiles):
-        if EVEN_K:
-            k_ok = tl.full((BLOCK_K,), True, tl.int1)
-        else:
-            k_ok = offs_k < K - k * BLOCK_K
-        if SWAP_AB:
-            a = tl.load(a_ptrs + k * BLOCK_K * stride_ak, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
-        else:
-            a = tl.load(a_ptrs + k * BLOCK_K * stride_ak, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        k_ok = k_step_mask(offs_k, K, k, BLOCK_K, EVEN_K)
+        a = activation_tile(a_ptrs, k * BLOCK_K * stride_ak, row_ok, k_ok, SWAP_AB)
         amax = tl.maximum(amax, tile_row_amax(a, SWAP_AB))
     return amax
 
@@ -461,16 +477,12 @@ def moe_gemm_kernel(
         first = 0
         last = k_tiles
     for k in range(first, last):
-        if EVEN_K:  # every K tile is whole: no mask along K, so the copies of a row's bytes vectorize
-            k_ok = tl.full((BLOCK_K,), True, tl.int1)
+        k_ok = k_step_mask(offs_k, K, k, BLOCK_K, EVEN_K)
+        if EVEN_K:  # every K tile is whole
             byte_ok = tl.full((BYTES_K,), True, tl.int1)
         else:
-            k_ok = offs_k < K - k * BLOCK_K
             byte_ok = offs_byte < (K - k * BLOCK_K) // (2 if W_PACKED else 1)  # packed: K is even
-        if SWAP_AB:
-            a = tl.load(a_ptrs, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
-        else:
-            a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        a = activation_tile(a_ptrs, 0, row_ok, k_ok, SWAP_AB)
         if QUANT_IN == 1:
             a = quantized_tile(a, a_row_scale, qmax, b_ptr.dtype.element_ty, INT8, ROUND_FP8, SWAP_AB)
         elif QUANT_IN == 2:  # the tile's BLOCK_K columns are one group of each row

@@ -89,10 +89,10 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     """Best config per GEMM (1, 2) for one (shape, scheme, token count). Each candidate runs its GEMM step as
     a CUDA graph of a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with the quantization passes
     of its input and of the intermediate and its gated activation, GEMM2 with the router weight and the top-k
-    reduction, so split-K candidates pay for their extra pass and atomics, and a GEMM1 that quantizes in its epilogue gains the pass it saves. GEMM1
-    is tuned first; a GEMM2 candidate whose BLOCK_M differs from GEMM1's choice is timed with the second block
-    table a forward then builds. The candidates are :func:`candidates`, or with ``refine`` the
-    :func:`refinements` of the config the layer picks now. ``timer(run)`` -> seconds."""
+    reduction, so split-K candidates pay for their extra pass and atomics, and a GEMM1 that quantizes in its
+    epilogue gains the pass it saves. GEMM1 is tuned first; a GEMM2 candidate whose BLOCK_M differs from GEMM1's
+    choice is timed with the second block table a forward then builds. The candidates are :func:`candidates`, or
+    with ``refine`` the :func:`refinements` of the config the layer picks now. ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
