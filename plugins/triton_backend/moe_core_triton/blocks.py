@@ -330,6 +330,11 @@ def stream_words(device: torch.device, purpose: str, words: int) -> torch.Tensor
     return state
 
 
+def kept_words(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is words :func:`stream_words` keeps (any launch on their stream may take them again)."""
+    return any(tensor is state for state in _states.values())
+
+
 def _current_stream(device: torch.device) -> int | None:
     """The current raw stream of a GPU; None elsewhere (the interpreter runs every launch in order)."""
     return torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else None

@@ -9,7 +9,9 @@ A standard-format forward of at most ``pair_table_max_pairs`` pairs launches nei
 top-k sum: each GEMM program groups the pairs of its block itself, and GEMM2's last program per column
 tile sums the top-k rows (a :class:`~moe_core_triton.blocks.PairTable`; ``PAIR_TABLE`` in gemm.py). Such a
 forward, run eagerly, of a small layer and a scheme with dynamic per-token or 1 x BLOCK_K activation groups launches
-no quantization pass either: each GEMM quantizes the 16-bit rows it reads (``QUANT_IN`` in gemm.py).
+no quantization pass either: each GEMM quantizes the 16-bit rows it reads (``QUANT_IN`` in gemm.py). An eager
+forward small enough to reuse scratch buffers is replayed from the record of an earlier one with its signature
+(replay.py): its host time is then its output's allocation and its launches.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from moe_core.weights import ExpertWeights
 from moe_core_triton import configs
 from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_table, cdiv, next_power_of_2, pair_table, standard_table, stream_words
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
-from moe_core_triton.launch import Launcher
+from moe_core_triton.launch import Launcher, hooks_idle, recording
 from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
 from moe_core_triton.reduce import topk_sum
+from moe_core_triton.replay import Replay
 from moe_core_triton.scratch import POOL, new_empty
 
 #: Rows (token-expert pairs) the int32 block table can index.
@@ -57,6 +60,8 @@ PAIR_TABLE_MAX_PAIRS = 64
 #: (docs/benchmarks/triton-h100.md): a gain at Qwen3 1-4 tokens (38M-151M elements), a loss at 8 tokens (302M) and at
 #: one Mixtral-8x7B token (352M). CUDA-graph captures always launch the passes (the graph replays no host work).
 QUANT_IN_MAX_ELEMENTS = 160 << 20
+#: Replays (replay.py) a kernel keeps, one per signature of its eager PairTable forwards, before it starts over.
+MAX_REPLAYS = 256
 #: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
 SUM_TILE_ELEMENTS = 4096
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
@@ -184,6 +189,7 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
+        self._replays: dict[tuple, Replay | None] = {}
         # Layers with this shape and scheme allocate alike: they share scratch sets (moe_core_triton.scratch).
         self._scratch_family = (config.hidden_size, config.intermediate_size, config.top_k, config.dtype, weight_key, activation_key)
         # The gated activation's constexprs, shared by GEMM1's epilogue and the split-K gated pass.
@@ -225,6 +231,51 @@ class TritonKernel(MoEKernel):
 
     # ------------------------------------------------------------------ forward
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
+        """The layer's output. An eager forward of few pairs on a GPU is replayed from the record of an earlier one with
+        its signature where it can be (replay.py); else it runs in full, and the first one of its signature, or one that
+        finds the record no longer valid, records its launches."""
+        signature = self._replay_signature(hidden_states, routing, expert_map, apply_router_weight_on_input)
+        replay = self._replays.get(signature) if signature is not None else False
+        if replay is False:  # not replayable
+            return self._forward(hidden_states, weights, routing, expert_map, apply_router_weight_on_input)
+        inputs = (hidden_states, routing.topk_ids, routing.topk_weights, expert_map)
+        if replay is not None:
+            out = replay(weights, inputs, signature[1])
+            if out is not None:
+                return out
+        with recording() as launches:
+            out = self._forward(hidden_states, weights, routing, expert_map, apply_router_weight_on_input)
+        if len(self._replays) >= MAX_REPLAYS:
+            self._replays.clear()
+        self._replays[signature] = self._record(launches, weights, inputs, out)
+        return out
+
+    def _replay_signature(self, x: torch.Tensor, routing, expert_map, apply_router_weight_on_input: bool) -> tuple | None:
+        """What the launches of an eager standard-format forward on a GPU that uses scratch buffers (few rows) depend on
+        besides the pointers of its inputs and its weights; None for every other forward (a forward that allocates its
+        buffers could not be replayed anyway)."""
+        if (apply_router_weight_on_input or not x.is_cuda or not isinstance(routing, Routing) or not self.count_routing_errors
+                or not x.shape[0] or not self._reuses_scratch(x.shape[0] * self.config.top_k) or torch._C._cuda_isCurrentStreamCapturing()):
+            return None
+        device = torch._C._cuda_getDevice()
+        ids, weights = routing.topk_ids, routing.topk_weights
+        aligned = not (x.data_ptr() | ids.data_ptr() | weights.data_ptr() | (0 if expert_map is None else expert_map.data_ptr())) & 15
+        return (device, torch._C._cuda_getCurrentRawStream(device), threading.get_ident(), x.get_device(), x.shape[0], x.stride(),
+                ids.dtype, ids.stride(), weights.dtype, weights.stride(), None if expert_map is None else expert_map.dtype, aligned,
+                self.reduce, self.pair_table_max_pairs)
+
+    def _record(self, launches: list, weights: ExpertWeights, inputs: tuple, out: torch.Tensor) -> Replay | bool | None:
+        """The replay of a forward that made ``launches``: False where none can be made (a split-K GEMM1, whose partial
+        sums a torch operation zeroes, or what :meth:`Replay.record` refuses), None where only launch hooks prevented it."""
+        if any(launcher is self._gated_rows for launcher, _, _ in launches):
+            return False
+        replay = Replay.record(launches, weights, inputs, out, kept=(self.routing_errors.buffer(out.device),))
+        if replay is None:
+            return None if not hooks_idle() else False
+        return replay
+
+    def _forward(self, hidden_states, weights, routing, expert_map, apply_router_weight_on_input):
+        """The layer's output, computed in full."""
         cfg = self.config
         x = hidden_states
         errors = self.routing_errors if self.count_routing_errors else None
@@ -327,11 +378,14 @@ class TritonKernel(MoEKernel):
         """The ``empty`` of a standard-format forward: the shared scratch set of small forwards outside
         CUDA-graph capture (``capturing``), keyed by (device, stream, thread, rows, tokens, layer shape and scheme);
         else plain allocation."""
-        cfg = self.config
-        if rows * (cfg.hidden_size + cfg.intermediate_size) > REUSE_MAX_ELEMENTS or device.type != "cuda" or capturing:
+        if not self._reuses_scratch(rows) or device.type != "cuda" or capturing:
             return new_empty
         return POOL.empty_for((device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens,
                                self._scratch_family))
+
+    def _reuses_scratch(self, rows: int) -> bool:
+        """Whether a standard-format forward of ``rows`` pairs is small enough to reuse scratch buffers on a GPU."""
+        return rows * (self.config.hidden_size + self.config.intermediate_size) <= REUSE_MAX_ELEMENTS
 
     def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool,
                        has_map: bool = False, eager: bool = True) -> tuple[GemmLaunch, GemmLaunch]:

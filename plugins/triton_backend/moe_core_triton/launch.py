@@ -26,9 +26,12 @@ style options) after a specialization was first launched, and module globals a k
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import operator
+import threading
 from functools import reduce
+from typing import Callable, NamedTuple
 
 import torch
 from triton import knobs
@@ -40,6 +43,34 @@ MAX_ENTRIES = 1024
 
 _dtype_of = operator.attrgetter("dtype")
 _data_ptr = torch.Tensor.data_ptr
+
+
+class DirectLaunch(NamedTuple):
+    """A compiled specialization's launch: ``fn(*grid, stream, *head, *runtime arguments, *tail)``."""
+
+    fn: Callable
+    grid: tuple[int, int, int]
+    head: tuple
+    tail: tuple
+
+
+class _Recorder(threading.local):
+    launches: list | None = None
+
+
+_RECORDER = _Recorder()
+
+
+@contextlib.contextmanager
+def recording():
+    """Inside the block, every :class:`Launcher` call on this thread is appended, as (launcher, grid, args), to
+    the list it yields (the launches still happen); blocks nest, the inner one seeing only its own launches."""
+    outer = _RECORDER.launches
+    _RECORDER.launches = launches = []
+    try:
+        yield launches
+    finally:
+        _RECORDER.launches = outer
 
 
 class Launcher:
@@ -72,7 +103,10 @@ class Launcher:
     def __call__(self, grid: tuple[int, ...], *args) -> None:
         if len(args) != self._runtime_params:
             raise TypeError(f"{self.fn}: expected {self._runtime_params} runtime arguments, got {len(args)}")
-        if not self._direct or not _hooks_idle():
+        launches = _RECORDER.launches
+        if launches is not None:
+            launches.append((self, grid, args))
+        if not self._direct or not hooks_idle():
             self.fn[grid](*args, **self._options)
             return
         device = torch._C._cuda_getDevice()
@@ -89,6 +123,19 @@ class Launcher:
         size = len(grid)
         launch(grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1, torch._C._cuda_getCurrentRawStream(device),
                *head, *args, *self._tail)
+
+    def direct(self, grid: tuple[int, ...], args: tuple) -> DirectLaunch | None:
+        """The compiled launch that ``self(grid, *args)`` makes now without going through triton, or None where that
+        call goes through triton (the interpreter, a launch hook installed, a pointer not 16-byte aligned, a
+        specialization not launched before)."""
+        if not self._direct or not hooks_idle():
+            return None
+        key = self.key(args, torch._C._cuda_getDevice())
+        entry = self._compiled.get(key) if key is not None else None
+        if entry is None:
+            return None
+        grid = (*grid, 1, 1)
+        return DirectLaunch(entry[0], grid[:3], entry[1], self._tail)
 
     @property
     def cached(self) -> int:
@@ -147,7 +194,7 @@ def _getter(indices: list[int]):
     return operator.itemgetter(*indices)
 
 
-def _hooks_idle() -> bool:
+def hooks_idle() -> bool:
     """True when no launch enter/exit hook is installed (None, or an empty triton 3.6 HookChain)."""
     runtime = knobs.runtime
     return not _active(runtime.launch_enter_hook) and not _active(runtime.launch_exit_hook)

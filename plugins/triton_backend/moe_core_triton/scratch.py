@@ -31,10 +31,11 @@ def new_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.T
 class Scratch:
     """The buffers of one forward, handed out again, in the same order, to the next one."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool: ScratchPool | None = None) -> None:
         self._buffers: list[torch.Tensor] = []
         self._specs: list[tuple] = []
         self._next = 0
+        self._pool = pool
 
     @property
     def nbytes(self) -> int:
@@ -54,6 +55,8 @@ class Scratch:
         if turn < len(self._buffers):
             if self._specs[turn] == spec:
                 return self._buffers[turn]
+            if self._pool is not None:
+                self._pool.generation += 1  # the old buffer goes
             self._buffers[turn] = buffer = new_empty(shape, dtype, device)
             self._specs[turn] = spec
             return buffer
@@ -62,6 +65,10 @@ class Scratch:
         self._specs.append(spec)
         return buffer
 
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` is one of its buffers."""
+        return any(tensor is buffer for buffer in self._buffers)
+
 
 #: Bytes of scratch the process keeps between forwards (all sets together); a new set that finds more
 #: held drops every set first. Forwards whose buffers are large are GPU-bound: they allocate instead.
@@ -69,10 +76,14 @@ MAX_HELD_BYTES = 64 << 20
 
 
 class ScratchPool:
-    """The scratch sets of a process, one per key, holding at most about :data:`MAX_HELD_BYTES`."""
+    """The scratch sets of a process, one per key, holding at most about :data:`MAX_HELD_BYTES`.
+
+    ``generation`` counts the times a buffer it handed out was dropped (sets cleared, a buffer reallocated): while
+    it stays the same, every buffer handed out since is still held, at the same address (replay.py relies on it)."""
 
     def __init__(self, max_bytes: int = MAX_HELD_BYTES) -> None:
         self.max_bytes = max_bytes
+        self.generation = 0
         self._sets: dict[tuple, Scratch] = {}
 
     def empty_for(self, key: tuple) -> Empty:
@@ -81,8 +92,13 @@ class ScratchPool:
         if scratch is None:
             if self.held_bytes() > self.max_bytes:
                 self._sets.clear()
-            scratch = self._sets[key] = Scratch()
+                self.generation += 1
+            scratch = self._sets[key] = Scratch(self)
         return scratch.rewind().empty
+
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` is a buffer of one of its sets."""
+        return any(scratch.holds(tensor) for scratch in self._sets.values())
 
     def held_bytes(self) -> int:
         """Bytes held by every set."""
