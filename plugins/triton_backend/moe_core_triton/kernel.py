@@ -10,8 +10,8 @@ top-k sum: each GEMM program groups the pairs of its block itself, and GEMM2's l
 tile sums the top-k rows (a :class:`~moe_core_triton.blocks.PairTable`; ``PAIR_TABLE`` in gemm.py). Such a
 forward, run eagerly, of a small layer and a scheme with dynamic per-token or 1 x BLOCK_K activation groups launches
 no quantization pass either: each GEMM quantizes the 16-bit rows it reads (``QUANT_IN`` in gemm.py). An eager
-forward small enough to reuse scratch buffers is replayed from the record of an earlier one with its signature
-(replay.py): its host time is then its output's allocation and its launches.
+forward on a GPU is replayed from the record of an earlier one with its signature where it can be (replay.py): its
+host time is then its allocations and its launches.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from moe_core_triton.launch import Launcher, hooks_idle, recording
 from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
 from moe_core_triton.reduce import topk_sum
 from moe_core_triton.replay import Replay
-from moe_core_triton.scratch import POOL, new_empty
+from moe_core_triton.scratch import POOL, fresh_allocations, new_empty
 
 #: Rows (token-expert pairs) the int32 block table can index.
 MAX_ROWS = 2**31 - 1
@@ -243,19 +243,18 @@ class TritonKernel(MoEKernel):
             out = replay(weights, inputs, signature[1])
             if out is not None:
                 return out
-        with recording() as launches:
+        with recording() as launches, fresh_allocations() as fresh:
             out = self._forward(hidden_states, weights, routing, expert_map, apply_router_weight_on_input)
         if len(self._replays) >= MAX_REPLAYS:
             self._replays.clear()
-        self._replays[signature] = self._record(launches, weights, inputs, out)
+        self._replays[signature] = self._record(launches, weights, inputs, out, fresh)
         return out
 
     def _replay_signature(self, x: torch.Tensor, routing, expert_map, apply_router_weight_on_input: bool) -> tuple | None:
-        """What the launches of an eager standard-format forward on a GPU that uses scratch buffers (few rows) depend on
-        besides the pointers of its inputs and its weights; None for every other forward (a forward that allocates its
-        buffers could not be replayed anyway)."""
+        """What the launches of an eager standard-format forward on a GPU depend on besides the pointers of its inputs
+        and its weights; None for every other forward."""
         if (apply_router_weight_on_input or not x.is_cuda or not isinstance(routing, Routing) or not self.count_routing_errors
-                or not x.shape[0] or not self._reuses_scratch(x.shape[0] * self.config.top_k) or torch._C._cuda_isCurrentStreamCapturing()):
+                or not x.shape[0] or torch._C._cuda_isCurrentStreamCapturing()):
             return None
         device = torch._C._cuda_getDevice()
         ids, weights = routing.topk_ids, routing.topk_weights
@@ -264,12 +263,13 @@ class TritonKernel(MoEKernel):
                 ids.dtype, ids.stride(), weights.dtype, weights.stride(), None if expert_map is None else expert_map.dtype, aligned,
                 self.reduce, self.pair_table_max_pairs)
 
-    def _record(self, launches: list, weights: ExpertWeights, inputs: tuple, out: torch.Tensor) -> Replay | bool | None:
-        """The replay of a forward that made ``launches``: False where none can be made (a split-K GEMM1, whose partial
-        sums a torch operation zeroes, or what :meth:`Replay.record` refuses), None where only launch hooks prevented it."""
+    def _record(self, launches: list, weights: ExpertWeights, inputs: tuple, out: torch.Tensor, fresh: list) -> Replay | bool | None:
+        """The replay of a forward that made ``launches`` and allocated ``fresh``: False where none can be made (a split-K
+        GEMM1, whose partial sums a torch operation zeroes, or what :meth:`Replay.record` refuses), None where only
+        launch hooks prevented it."""
         if any(launcher is self._gated_rows for launcher, _, _ in launches):
             return False
-        replay = Replay.record(launches, weights, inputs, out, kept=(self.routing_errors.buffer(out.device),))
+        replay = Replay.record(launches, weights, inputs, out, kept=(self.routing_errors.buffer(out.device),), fresh=fresh)
         if replay is None:
             return None if not hooks_idle() else False
         return replay
@@ -378,14 +378,11 @@ class TritonKernel(MoEKernel):
         """The ``empty`` of a standard-format forward: the shared scratch set of small forwards outside
         CUDA-graph capture (``capturing``), keyed by (device, stream, thread, rows, tokens, layer shape and scheme);
         else plain allocation."""
-        if not self._reuses_scratch(rows) or device.type != "cuda" or capturing:
+        cfg = self.config
+        if rows * (cfg.hidden_size + cfg.intermediate_size) > REUSE_MAX_ELEMENTS or device.type != "cuda" or capturing:
             return new_empty
         return POOL.empty_for((device, torch._C._cuda_getCurrentRawStream(device.index), threading.get_ident(), rows, tokens,
                                self._scratch_family))
-
-    def _reuses_scratch(self, rows: int) -> bool:
-        """Whether a standard-format forward of ``rows`` pairs is small enough to reuse scratch buffers on a GPU."""
-        return rows * (self.config.hidden_size + self.config.intermediate_size) <= REUSE_MAX_ELEMENTS
 
     def _gemm_launches(self, device: torch.device, rows: int, tokens: int, weighted: bool, batched: bool,
                        has_map: bool = False, eager: bool = True) -> tuple[GemmLaunch, GemmLaunch]:

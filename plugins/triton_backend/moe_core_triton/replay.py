@@ -1,15 +1,15 @@
 """Eager forwards replayed from a record of their launches (host overhead, issue 12).
 
-An eager forward of a small layer costs more host time than GPU time. On the H100 machine a 1-token forward of
-Qwen3-30B-A3B takes about 37 µs on the GPU and 70-80 µs on the host: launch configs, scratch buffers, the pair table,
-two argument lists of 39 values and each launch's key, rebuilt every call. Two forwards of one layer with one
+An eager forward costs host time that a CUDA graph's replay does not: launch configs, scratch buffers, the routing's
+table, argument lists of 39 values and each launch's key, rebuilt every call. On the H100 machine that is 70-150 µs
+for a 1-token forward of Qwen3-30B-A3B, whose GPU work takes about 37 µs. Two forwards of one layer with one
 *signature* (kernel.py: device, stream, thread, token count, the inputs' dtypes and strides, an expert map or not)
-launch the same kernels with the same arguments, except the data pointers of their inputs and of their output. So
-the kernel records the launches of one such forward (:func:`~moe_core_triton.launch.recording`), and while the record
-stays valid, a later forward with that signature allocates its output and makes the recorded launches with its own
-pointers (:class:`Replay`), as compiled launches with plain integers in place of tensors (which also spares the
-launcher its per-tensor pointer query). kernel.py asks for records of the eager forwards that reuse scratch buffers
-(Qwen3-30B-A3B to 186 tokens, Mixtral-8x7B to 113).
+launch the same kernels with the same arguments, except the data pointers of their inputs, their output and the
+buffers they allocate. So the kernel records the launches of one such forward
+(:func:`~moe_core_triton.launch.recording`), and while the record stays valid, a later forward with that signature
+allocates its output and buffers and makes the recorded launches with its own pointers (:class:`Replay`): compiled
+launches with plain integers in place of tensors, which also spares the launcher a pointer query per tensor.
+kernel.py asks for a record of every eager standard-format forward on a GPU.
 
 A record is made only when every tensor argument of every launch is one of:
 
@@ -19,12 +19,14 @@ A record is made only when every tensor argument of every launch is one of:
   pointer;
 - a scratch buffer (:mod:`moe_core_triton.scratch`): valid while the pool's ``generation`` does not change;
 - words that launches leave ready for the next one on their stream (:func:`~moe_core_triton.blocks.kept_words`, the
-  routing error counter's buffer): the record holds them, so their memory is never reused while it may launch them.
+  routing error counter's buffer): the record holds them, so their memory is never reused while it may launch them;
+- an uninitialised buffer the forward allocated (:func:`~moe_core_triton.scratch.new_empty`, seen through
+  :func:`~moe_core_triton.scratch.fresh_allocations`): each call allocates its own, alike, as the output.
 
 Every launch must be direct (:meth:`~moe_core_triton.launch.Launcher.direct`) and take no tensor descriptor, and the
-output must be an argument of a launch. A forward whose GPU work includes a tensor made anew each call (a zeroed
-buffer, a copy of a strided input) therefore gets no record. A torch operation that changes a buffer in place cannot
-be seen here; kernel.py records only forwards that make none (no split K).
+output must be an argument of a launch. A forward whose GPU work includes any other tensor (a zeroed buffer, a copy
+of a strided input) therefore gets no record. A torch operation that changes a buffer in place cannot be seen here;
+kernel.py records no forward that makes one (split K).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from moe_core_triton.blocks import kept_words
 from moe_core_triton.launch import hooks_idle
 from moe_core_triton.scratch import POOL
 
-#: The slots of a replayed forward, in the order :meth:`Replay.record` and :meth:`Replay.__call__` take them.
+#: The slots of a replayed forward, in the order :meth:`Replay.record` and :meth:`Replay.__call__` take them; the
+#: forward's fresh buffers follow, in the order its launches first take them.
 SLOTS = ("hidden_states", "topk_ids", "topk_weights", "expert_map", "output")
 OUTPUT = SLOTS.index("output")
 #: Launch arguments other than tensors that a record keeps as they are (scalars, and None for an absent constexpr).
@@ -61,28 +64,29 @@ class _Step:
 class Replay:
     """The launches of one recorded forward, made again for another forward with the same signature."""
 
-    def __init__(self, steps: tuple[_Step, ...], weights: ExpertWeights, weight_pointers: dict[str, int], output: torch.Tensor,
-                 held: list[torch.Tensor]):
+    def __init__(self, steps: tuple[_Step, ...], weights: ExpertWeights, weight_pointers: dict[str, int],
+                 allocations: list[torch.Tensor], held: list[torch.Tensor]):
         self._steps = steps
         self._weights = weakref.ref(weights)  # never keeps a layer's weights alive
         self._weight_fields = tuple(weight_pointers)
         self._weight_pointers = tuple(weight_pointers.values())
-        self._output = (tuple(output.shape), output.dtype, output.device)
+        self._allocations = tuple((tuple(t.shape), t.dtype, t.device) for t in allocations)  # the output, then fresh buffers
         self._generation = POOL.generation
         self._held = held
 
     @classmethod
-    def record(cls, launches: list, weights: ExpertWeights, inputs: tuple, output: torch.Tensor, kept: tuple = ()) -> Replay | None:
+    def record(cls, launches: list, weights: ExpertWeights, inputs: tuple, output: torch.Tensor, kept: tuple = (),
+               fresh: list[torch.Tensor] = ()) -> Replay | None:
         """The replay of a forward that made ``launches`` (from :func:`~moe_core_triton.launch.recording`) with ``weights``
         and ``inputs`` (hidden states, top-k ids, top-k weights, the expert map or None) and returned ``output``; ``kept``:
-        other tensors its launches may take again (the routing error counter's buffer). None where such a forward
-        cannot be replayed (see the module docstring)."""
+        other tensors its launches may take again (the routing error counter's buffer); ``fresh``: the uninitialised
+        buffers it allocated (from :func:`~moe_core_triton.scratch.fresh_allocations`). None where such a forward cannot
+        be replayed (see the module docstring)."""
         slot_of = {id(t): slot for slot, t in enumerate((*inputs, output)) if t is not None}
         field_of = {id(t): name for name, t in _tensor_fields(weights)}
-        kept_ids = {id(t) for t in kept}
+        kept_ids, fresh_ids = {id(t) for t in kept}, {id(t) for t in fresh}
         weight_pointers: dict[str, int] = {}
-        held: list[torch.Tensor] = []
-        steps = []
+        allocations, held, steps = [output], [], []
         for launcher, grid, args in launches:
             direct = launcher.direct(grid, args)
             if direct is None:
@@ -95,6 +99,9 @@ class Replay:
                     call.append(arg)
                     continue
                 slot = slot_of.get(id(arg))
+                if slot is None and id(arg) in fresh_ids and not POOL.holds(arg):
+                    slot = slot_of[id(arg)] = len(inputs) + len(allocations)
+                    allocations.append(arg)
                 if slot is not None:
                     slots.append((len(call), slot))
                     call.append(0)
@@ -110,7 +117,7 @@ class Replay:
             steps.append(_Step(direct.fn, (*call, *direct.tail), tuple(slots)))
         if not any(slot == OUTPUT for step in steps for _, slot in step.slots):
             return None
-        return cls(tuple(steps), weights, weight_pointers, output, held)
+        return cls(tuple(steps), weights, weight_pointers, allocations, held)
 
     def __call__(self, weights: ExpertWeights, inputs: tuple, stream: int) -> torch.Tensor | None:
         """The output of the forward with ``weights`` and ``inputs`` (as for :meth:`record`), its launches queued on
@@ -122,16 +129,15 @@ class Replay:
         pointers = [0 if t is None else t.data_ptr() for t in inputs]
         if any(pointer & 15 for pointer in pointers):  # triton specialises such a launch differently
             return None
-        shape, dtype, device = self._output
-        output = torch.empty(shape, dtype=dtype, device=device)
-        pointers.append(output.data_ptr())
+        buffers = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in self._allocations]
+        pointers += [buffer.data_ptr() for buffer in buffers]
         for step in self._steps:
             call = list(step.call)
             call[_STREAM] = stream
             for position, slot in step.slots:
                 call[position] = pointers[slot]
             step.fn(*call)
-        return output
+        return buffers[0]  # the fresh buffers go back to the stream's pool after their launches, as in a full forward
 
 
 def _tensor_fields(weights: ExpertWeights):

@@ -25,7 +25,7 @@ from moe_core.routing_guard import InvalidRoutingError
 from moe_core_triton.kernel import TritonKernel
 from moe_core_triton.launch import DirectLaunch, Launcher, recording
 from moe_core_triton.replay import Replay
-from moe_core_triton.scratch import POOL
+from moe_core_triton.scratch import POOL, fresh_allocations, new_empty
 
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
@@ -97,6 +97,22 @@ def test_a_replay_launches_the_recorded_arguments_with_each_calls_pointers():
          kept.data_ptr(), "tail"),
         (2, 3, 1, 1234, "head", buffer.data_ptr(), weights.w2.data_ptr(), topk_weights.data_ptr(), got.data_ptr(), None, True, "tail"),
     ]
+
+
+def test_each_replay_allocates_the_buffers_the_forward_allocated():
+    weights, inputs, buffer = _problem()
+    out, kept = torch.empty(3, 32, dtype=torch.float16), torch.zeros(3, dtype=torch.int64)
+    with fresh_allocations() as fresh:
+        own = new_empty((4, 8), torch.int32, torch.device("cpu"))
+    assert fresh == [own]
+    launcher = _StandIn()
+    launches = _launches(launcher, weights, inputs, buffer, out, kept) + [(launcher, (1,), (own, out, own))]
+    replay = Replay.record(launches, weights, inputs, out, kept=(kept,), fresh=fresh)
+    assert Replay.record(launches, weights, inputs, out, kept=(kept,)) is None  # not known as the forward's own
+    got = replay(weights, _fresh(inputs), 0)
+    first, second = launcher.calls[-1][5], launcher.calls[-1][7]
+    assert first == second != own.data_ptr() and launcher.calls[-1][6] == got.data_ptr()
+    assert len(launcher.calls) == 3
 
 
 def test_a_forward_with_a_tensor_of_its_own_or_a_launch_through_triton_gets_no_record():
@@ -184,7 +200,8 @@ def _full(kernel: TritonKernel) -> TritonKernel:
 @needs_gpu
 @pytest.mark.parametrize("name", ["unquantized", "fp8-block", "fp8-channel", "int8", "w4a16", "w8a16-zp", "mxfp4"])
 def test_replayed_forwards_equal_full_forwards_bit_for_bit(name, replay_calls):
-    """PairTable forwards (up to 64 pairs), block-table forwards, and one whose table launch is cooperative (1200 pairs)."""
+    """PairTable forwards (up to 64 pairs), block-table forwards on scratch buffers, one whose table launch is cooperative
+    (1200 pairs), and one that allocates its buffers (12000 pairs)."""
     sch = quant.scheme(name)
     cfg = MoEConfig(num_experts=16, top_k=4, hidden_size=256, intermediate_size=128, dtype=torch.bfloat16)
     raw = random_layer(cfg, sch, device=DEVICE, seed=1)
@@ -193,7 +210,7 @@ def test_replayed_forwards_equal_full_forwards_bit_for_bit(name, replay_calls):
     weights, oracle_weights = kernel.prepare_weights(raw), oracle.prepare_weights(raw)
     expert_map = torch.tensor([0, -1, 1, 2, -1, 3, 4, 5, 6, -1, 7, 8, 9, 10, 11, -1], device=DEVICE)
     replayable = 0
-    for tokens in (1, 3, 16, 40, 300):
+    for tokens in (1, 3, 16, 40, 300, 3000):
         for emap in (None, expert_map):
             g1, _ = kernel._gemm_launches(torch.device(DEVICE), tokens * cfg.top_k, tokens, True, False, emap is not None)
             replayable += 2 * (g1.config.SPLIT_K == 1)  # a split-K GEMM1 runs in full (its partial sums are zeroed by torch)
@@ -203,7 +220,7 @@ def test_replayed_forwards_equal_full_forwards_bit_for_bit(name, replay_calls):
                 assert torch.equal(got, full.apply(x, weights, routing, expert_map=emap)), (tokens, emap is not None, seed)
                 want = oracle.apply(x, oracle_weights, routing, expert_map=emap)
                 assert relative_error(got, want) <= tolerance(sch.activation_key, cfg.dtype)
-    assert replayable >= 16 and replay_calls == [True] * replayable
+    assert replayable >= 18 and replay_calls == [True] * replayable
 
 
 @needs_gpu
@@ -267,3 +284,18 @@ def test_unaligned_inputs_run_in_full_and_graphs_capture_as_before(replay_calls)
     assert torch.equal(static_out, want)
     assert replay_calls == [True]
 
+
+
+@needs_gpu
+def test_forwards_with_torch_work_of_their_own_run_in_full(replay_calls):
+    """Per-tensor dynamic fp8: the amax and scale are torch ops, the intermediate is zeroed; nothing may be replayed."""
+    sch = quant.scheme("fp8-tensor-dyn")
+    cfg = MoEConfig(num_experts=8, top_k=2, hidden_size=128, intermediate_size=64, dtype=torch.bfloat16)
+    kernel, oracle = TritonKernel(cfg, *sch.keys), ReferenceKernel(cfg, *sch.keys)
+    raw = random_layer(cfg, sch, device=DEVICE)
+    weights, oracle_weights = kernel.prepare_weights(raw), oracle.prepare_weights(raw)
+    for seed in range(3):
+        x, routing = random_inputs(cfg, 4, device=DEVICE, seed=seed)
+        got = kernel.apply(x, weights, routing)
+        assert relative_error(got, oracle.apply(x, oracle_weights, routing)) <= tolerance(sch.activation_key, cfg.dtype)
+    assert replay_calls == [] and list(kernel._replays.values()) == [False]
