@@ -23,8 +23,9 @@ A record is made only when every tensor argument of every launch is one of:
 - an uninitialised buffer the forward allocated (:func:`~moe_core_triton.scratch.new_empty`, seen through
   :func:`~moe_core_triton.scratch.fresh_allocations`): each call allocates its own, alike, as the output.
 
-Every launch must be direct (:meth:`~moe_core_triton.launch.Launcher.direct`) and take no tensor descriptor, and the
-output must be an argument of a launch. A forward whose GPU work includes any other tensor (a zeroed buffer, a copy
+A tensor descriptor must be of a weight tensor; each call makes it anew for the weights it is given (a record holds no
+descriptor, which would keep the weights alive). Every launch must be direct
+(:meth:`~moe_core_triton.launch.Launcher.direct`), and the output must be an argument of a launch. A forward whose GPU work includes any other tensor (a zeroed buffer, a copy
 of a strided input) therefore gets no record. A torch operation that changes a buffer in place cannot be seen here;
 kernel.py records no forward that makes one (split K).
 """
@@ -36,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Callable
 
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core.weights import ExpertWeights
 from moe_core_triton.blocks import kept_words
@@ -54,11 +56,13 @@ _STREAM = 3
 
 @dataclass(frozen=True)
 class _Step:
-    """One recorded launch: ``fn(*call)``, with the stream and the slots' pointers filled in first."""
+    """One recorded launch: ``fn(*call)``, with the stream, the slots' pointers and the weights' descriptors filled in
+    first."""
 
     fn: Callable
     call: tuple
     slots: tuple[tuple[int, int], ...]  # (position in call, slot)
+    descriptors: tuple[tuple[int, str, dict], ...] = ()  # (position in call, weight field, the descriptor's other fields)
 
 
 class Replay:
@@ -91,8 +95,16 @@ class Replay:
             direct = launcher.direct(grid, args)
             if direct is None:
                 return None
-            call, slots = [*direct.grid, 0, *direct.head], []
+            call, slots, descriptors = [*direct.grid, 0, *direct.head], [], []
             for arg in args:
+                if isinstance(arg, TensorDescriptor):
+                    name = field_of.get(id(arg.base))
+                    if name is None:
+                        return None
+                    weight_pointers[name] = arg.base.data_ptr()
+                    descriptors.append((len(call), name, {f.name: getattr(arg, f.name) for f in fields(arg) if f.name != "base"}))
+                    call.append(None)
+                    continue
                 if not isinstance(arg, torch.Tensor):
                     if type(arg) not in _PLAIN:
                         return None
@@ -114,7 +126,7 @@ class Replay:
                 elif not POOL.holds(arg):
                     return None
                 call.append(arg.data_ptr())
-            steps.append(_Step(direct.fn, (*call, *direct.tail), tuple(slots)))
+            steps.append(_Step(direct.fn, (*call, *direct.tail), tuple(slots), tuple(descriptors)))
         if not any(slot == OUTPUT for step in steps for _, slot in step.slots):
             return None
         return cls(tuple(steps), weights, weight_pointers, allocations, held)
@@ -136,6 +148,8 @@ class Replay:
             call[_STREAM] = stream
             for position, slot in step.slots:
                 call[position] = pointers[slot]
+            for position, name, rest in step.descriptors:
+                call[position] = TensorDescriptor(getattr(weights, name), **rest)
             step.fn(*call)
         return buffers[0]  # the fresh buffers go back to the stream's pool after their launches, as in a full forward
 

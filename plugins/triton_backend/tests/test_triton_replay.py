@@ -22,6 +22,7 @@ from moe_core.presets import random_inputs, random_layer
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.routing import Routing
 from moe_core.routing_guard import InvalidRoutingError
+from moe_core_triton.compile_check import with_launch_fields
 from moe_core_triton.kernel import TritonKernel
 from moe_core_triton.launch import DirectLaunch, Launcher, recording
 from moe_core_triton.replay import Replay
@@ -124,9 +125,24 @@ def test_a_forward_with_a_tensor_of_its_own_or_a_launch_through_triton_gets_no_r
     assert record(_launches(_StandIn(), weights, inputs, buffer.clone(), out, kept)) is None  # a fresh buffer
     assert record(_launches(_StandIn(), weights, inputs, buffer, out, kept.clone())) is None  # not kept
     assert record(_launches(_StandIn(), weights, inputs, buffer, out.clone(), kept)) is None  # the output is not launched
-    descriptor = TensorDescriptor(weights.w13.view(-1, 32), [weights.w13.numel() // 32, 32], [32, 1], [16, 16])
+    view = weights.w13.view(-1, 32)  # not a tensor of the weights
     x, ids, topk_weights, _ = inputs
-    assert record([(_StandIn(), (1,), (x, descriptor, out))]) is None
+    assert record([(_StandIn(), (1,), (x, TensorDescriptor(view, list(view.shape), [32, 1], [16, 16]), out))]) is None
+
+
+def test_a_replay_makes_each_weight_descriptor_anew_for_the_weights_it_is_given():
+    weights, inputs, buffer = _problem()
+    out, launcher = torch.empty(3, 32, dtype=torch.float16), _StandIn()
+    w2 = weights.w2  # [E, H, I] = [4, 32, 16]
+    descriptor = TensorDescriptor(w2, list(w2.shape), list(w2.stride()), [1, 16, 16])
+    replay = Replay.record([(launcher, (1,), (inputs[0], descriptor, out))], weights, inputs, out)
+    replay(weights, _fresh(inputs), 0)
+    made = launcher.calls[-1][6]
+    assert made is not descriptor and made == descriptor  # equal fields, the same base tensor
+    weights_ref = weakref.ref(weights)
+    del weights, descriptor, w2
+    gc.collect()
+    assert weights_ref() is None
 
 
 def test_a_replay_refuses_what_it_did_not_record():
@@ -284,6 +300,22 @@ def test_unaligned_inputs_run_in_full_and_graphs_capture_as_before(replay_calls)
     assert torch.equal(static_out, want)
     assert replay_calls == [True]
 
+
+
+@needs_gpu
+def test_replayed_forwards_with_tma_weight_tiles_equal_full_forwards(replay_calls):
+    """Forwards whose GEMMs load weight tiles through tensor descriptors (TMA_B, as tuned prefill configs do)."""
+    tma = with_launch_fields(TritonKernel, TMA_B=True)
+    cfg = MoEConfig(num_experts=8, top_k=2, hidden_size=256, intermediate_size=128, dtype=torch.bfloat16)
+    sch = quant.scheme("fp8-block")
+    kernel, full = tma(cfg, *sch.keys), _full(tma(cfg, *sch.keys))
+    raw = random_layer(cfg, sch, device=DEVICE)
+    weights = kernel.prepare_weights(raw)
+    assert kernel._gemm_launches(torch.device(DEVICE), 600, 300, True, False)[0].config.TMA_B
+    for seed in range(3):
+        x, routing = random_inputs(cfg, 300, device=DEVICE, seed=seed)
+        assert torch.equal(kernel.apply(x, weights, routing), full.apply(x, weights, routing))
+    assert replay_calls == [True, True]
 
 
 @needs_gpu
