@@ -60,7 +60,7 @@ PAIR_TABLE_MAX_PAIRS = 64
 #: (docs/benchmarks/triton-h100.md): a gain at Qwen3 1-4 tokens (38M-151M elements), a loss at 8 tokens (302M) and at
 #: one Mixtral-8x7B token (352M). CUDA-graph captures always launch the passes (the graph replays no host work).
 QUANT_IN_MAX_ELEMENTS = 160 << 20
-#: Replays (replay.py) a kernel keeps, one per signature of its eager PairTable forwards, before it starts over.
+#: Replays (replay.py) a kernel keeps, one per signature of its eager forwards, before it starts over.
 MAX_REPLAYS = 256
 #: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
 SUM_TILE_ELEMENTS = 4096
@@ -189,7 +189,7 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
-        self._replays: dict[tuple, Replay | None] = {}
+        self._replays: dict[tuple, Replay | bool | None] = {}  # False: never replayable; None: record again
         # Layers with this shape and scheme allocate alike: they share scratch sets (moe_core_triton.scratch).
         self._scratch_family = (config.hidden_size, config.intermediate_size, config.top_k, config.dtype, weight_key, activation_key)
         # The gated activation's constexprs, shared by GEMM1's epilogue and the split-K gated pass.
@@ -231,9 +231,9 @@ class TritonKernel(MoEKernel):
 
     # ------------------------------------------------------------------ forward
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
-        """The layer's output. An eager forward of few pairs on a GPU is replayed from the record of an earlier one with
-        its signature where it can be (replay.py); else it runs in full, and the first one of its signature, or one that
-        finds the record no longer valid, records its launches."""
+        """The layer's output. An eager standard-format forward on a GPU is replayed from the record of an earlier one
+        with its signature where it can be (replay.py); else it runs in full, and the first one of its signature, or one
+        that finds the record no longer valid, records its launches."""
         signature = self._replay_signature(hidden_states, routing, expert_map, apply_router_weight_on_input)
         replay = self._replays.get(signature) if signature is not None else False
         if replay is False:  # not replayable

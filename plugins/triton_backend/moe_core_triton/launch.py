@@ -22,20 +22,23 @@ interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a poin
 16-byte aligned. Not seen by the direct path: triton knobs changed at run time (``TRITON_DEBUG``
 style options) after a specialization was first launched, and module globals a kernel reads
 (triton 3.6 rejects those anyway).
+
+:func:`recording` lists the launches made in a block and :meth:`Launcher.direct` gives the compiled launch a call would
+make, for :mod:`moe_core_triton.replay`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import operator
-import threading
 from functools import reduce
 from typing import Callable, NamedTuple
 
 import torch
 from triton import knobs
 from triton.tools.tensor_descriptor import TensorDescriptor
+
+from moe_core_triton.threadlog import ThreadLog
 
 #: Compiled specializations a Launcher keeps before it starts over (scalars such as row counts are
 #: part of the key, so the number of keys grows with the token counts an engine sees).
@@ -54,23 +57,10 @@ class DirectLaunch(NamedTuple):
     tail: tuple
 
 
-class _Recorder(threading.local):
-    launches: list | None = None
-
-
-_RECORDER = _Recorder()
-
-
-@contextlib.contextmanager
-def recording():
-    """Inside the block, every :class:`Launcher` call on this thread is appended, as (launcher, grid, args), to
-    the list it yields (the launches still happen); blocks nest, the inner one seeing only its own launches."""
-    outer = _RECORDER.launches
-    _RECORDER.launches = launches = []
-    try:
-        yield launches
-    finally:
-        _RECORDER.launches = outer
+_LAUNCHES = ThreadLog()
+#: ``with recording() as launches:`` every :class:`Launcher` call on this thread inside the block is appended, as
+#: (launcher, grid, args), to ``launches`` (the launches still happen); blocks nest.
+recording = _LAUNCHES.collecting
 
 
 class Launcher:
@@ -103,9 +93,7 @@ class Launcher:
     def __call__(self, grid: tuple[int, ...], *args) -> None:
         if len(args) != self._runtime_params:
             raise TypeError(f"{self.fn}: expected {self._runtime_params} runtime arguments, got {len(args)}")
-        launches = _RECORDER.launches
-        if launches is not None:
-            launches.append((self, grid, args))
+        _LAUNCHES.add((self, grid, args))
         if not self._direct or not hooks_idle():
             self.fn[grid](*args, **self._options)
             return

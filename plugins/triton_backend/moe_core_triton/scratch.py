@@ -15,42 +15,29 @@ used (the graph gets buffers of its own, and replays may run on any stream).
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Callable
 
 import torch
+
+from moe_core_triton.threadlog import ThreadLog
 
 #: ``empty(shape, dtype, device)``: an uninitialised tensor.
 Empty = Callable[[tuple, torch.dtype, torch.device], torch.Tensor]
 
 
-class _Log(threading.local):
-    tensors: list[torch.Tensor] | None = None
-
-
-_FRESH = _Log()
+_FRESH = ThreadLog()
 
 
 def new_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A freshly allocated uninitialised tensor."""
     tensor = torch.empty(shape, dtype=dtype, device=device)
-    log = _FRESH.tensors
-    if log is not None:
-        log.append(tensor)
+    _FRESH.add(tensor)
     return tensor
 
 
-@contextlib.contextmanager
-def fresh_allocations():
-    """Inside the block, every tensor :func:`new_empty` makes on this thread is appended to the list it yields (which
-    keeps it alive, so no other tensor made in the block can take its place)."""
-    outer = _FRESH.tensors
-    _FRESH.tensors = tensors = []
-    try:
-        yield tensors
-    finally:
-        _FRESH.tensors = outer
+#: ``with fresh_allocations() as tensors:`` every tensor :func:`new_empty` makes on this thread inside the block is
+#: appended to ``tensors`` (which keeps it alive, so no other tensor made in the block can take its place).
+fresh_allocations = _FRESH.collecting
 
 
 class Scratch:
