@@ -178,6 +178,9 @@ class TritonKernel(MoEKernel):
     reduce = "sum"
     #: Forwards of at most this many pairs use a PairTable (0: always a block table; tests set it).
     pair_table_max_pairs = PAIR_TABLE_MAX_PAIRS
+    #: Eager forwards on a GPU are replayed from records of earlier ones (replay.py); False runs every forward in full
+    #: (A/B measurements, debugging).
+    replays = True
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)
@@ -253,8 +256,8 @@ class TritonKernel(MoEKernel):
     def _replay_signature(self, x: torch.Tensor, routing, expert_map, apply_router_weight_on_input: bool) -> tuple | None:
         """What the launches of an eager standard-format forward on a GPU depend on besides the pointers of its inputs
         and its weights; None for every other forward."""
-        if (apply_router_weight_on_input or not x.is_cuda or not isinstance(routing, Routing) or not self.count_routing_errors
-                or not x.shape[0] or torch._C._cuda_isCurrentStreamCapturing()):
+        if (not self.replays or apply_router_weight_on_input or not x.is_cuda or not isinstance(routing, Routing)
+                or not self.count_routing_errors or not x.shape[0] or torch._C._cuda_isCurrentStreamCapturing()):
             return None
         device = torch._C._cuda_getDevice()
         ids, weights = routing.topk_ids, routing.topk_weights
