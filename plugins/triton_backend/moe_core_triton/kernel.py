@@ -60,8 +60,12 @@ PAIR_TABLE_MAX_PAIRS = 64
 #: (docs/benchmarks/triton-h100.md): a gain at Qwen3 1-4 tokens (38M-151M elements), a loss at 8 tokens (302M) and at
 #: one Mixtral-8x7B token (352M). CUDA-graph captures always launch the passes (the graph replays no host work).
 QUANT_IN_MAX_ELEMENTS = 160 << 20
-#: Replays (replay.py) a kernel keeps, one per signature of its eager forwards, before it starts over.
+#: Signatures of eager forwards (replay.py) a kernel keeps, each with its replay or what stands in for one, before it
+#: starts over.
 MAX_REPLAYS = 256
+#: A signature a kernel has not seen: :meth:`TritonKernel.forward` records the launches of the second forward of a
+#: signature, not the first, so a forward seen once (a prefill of a new length) does not pay for a record.
+_UNSEEN = object()
 #: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
 SUM_TILE_ELEMENTS = 4096
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
@@ -192,7 +196,7 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
-        self._replays: dict[tuple, Replay | bool | None] = {}  # False: never replayable; None: record again
+        self._replays: dict[tuple, Replay | bool | None] = {}  # by signature, see _remember
         # Layers with this shape and scheme allocate alike: they share scratch sets (moe_core_triton.scratch).
         self._scratch_family = (config.hidden_size, config.intermediate_size, config.top_k, config.dtype, weight_key, activation_key)
         # The gated activation's constexprs, shared by GEMM1's epilogue and the split-K gated pass.
@@ -235,11 +239,13 @@ class TritonKernel(MoEKernel):
     # ------------------------------------------------------------------ forward
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
         """The layer's output. An eager standard-format forward on a GPU is replayed from the record of an earlier one
-        with its signature where it can be (replay.py); else it runs in full, and the first one of its signature, or one
+        with its signature where it can be (replay.py); else it runs in full, and the second one of its signature, or one
         that finds the record no longer valid, records its launches."""
         signature = self._replay_signature(hidden_states, routing, expert_map, apply_router_weight_on_input)
-        replay = self._replays.get(signature) if signature is not None else False
-        if replay is False:  # not replayable
+        replay = self._replays.get(signature, _UNSEEN) if signature is not None else False
+        if replay is _UNSEEN or replay is False:
+            if replay is _UNSEEN:
+                self._remember(signature, None)  # record the next forward of this signature
             return self._forward(hidden_states, weights, routing, expert_map, apply_router_weight_on_input)
         inputs = (hidden_states, routing.topk_ids, routing.topk_weights, expert_map)
         if replay is not None:
@@ -248,10 +254,14 @@ class TritonKernel(MoEKernel):
                 return out
         with recording() as launches, fresh_allocations() as fresh:
             out = self._forward(hidden_states, weights, routing, expert_map, apply_router_weight_on_input)
+        self._remember(signature, self._record(launches, weights, inputs, out, fresh))
+        return out
+
+    def _remember(self, signature: tuple, replay: Replay | bool | None) -> None:
+        """Keep ``replay`` for ``signature`` (a Replay; False, never replayable; None, record the next forward)."""
         if len(self._replays) >= MAX_REPLAYS:
             self._replays.clear()
-        self._replays[signature] = self._record(launches, weights, inputs, out, fresh)
-        return out
+        self._replays[signature] = replay
 
     def _replay_signature(self, x: torch.Tensor, routing, expert_map, apply_router_weight_on_input: bool) -> tuple | None:
         """What the launches of an eager standard-format forward on a GPU depend on besides the pointers of its inputs

@@ -230,7 +230,7 @@ def test_replayed_forwards_equal_full_forwards_bit_for_bit(name, replay_calls):
         for emap in (None, expert_map):
             g1, _ = kernel._gemm_launches(torch.device(DEVICE), tokens * cfg.top_k, tokens, True, False, emap is not None)
             replayable += 2 * (g1.config.SPLIT_K == 1)  # a split-K GEMM1 runs in full (its partial sums are zeroed by torch)
-            for seed in range(3):  # the first call records, the next two replay
+            for seed in range(4):  # the first call runs in full, the second records, the last two replay
                 x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=100 * tokens + seed)
                 got = kernel.apply(x, weights, routing, expert_map=emap)
                 assert torch.equal(got, full.apply(x, weights, routing, expert_map=emap)), (tokens, emap is not None, seed)
@@ -251,7 +251,8 @@ def _small_bf16_layer(tokens: int):
 @needs_gpu
 def test_replayed_forwards_count_invalid_routing(replay_calls):
     _, kernel, weights, x, routing = _small_bf16_layer(4)
-    kernel.apply(x, weights, routing)
+    for _ in range(2):  # seen, then recorded
+        kernel.apply(x, weights, routing)
     kernel.routing_errors.check()
     ids = routing.topk_ids.clone()
     ids[1, 0], ids[3, 1] = 8, -1
@@ -264,10 +265,23 @@ def test_replayed_forwards_count_invalid_routing(replay_calls):
 
 
 @needs_gpu
+def test_a_signature_is_recorded_at_its_second_forward(replay_calls, monkeypatch):
+    """A forward seen once (a prefill of a new length) pays for no record."""
+    _, kernel, weights, x, routing = _small_bf16_layer(5)
+    records = []
+    original = Replay.record
+    monkeypatch.setattr(Replay, "record", lambda *args, **kw: records.append(1) or original(*args, **kw))
+    outs = [kernel.apply(x, weights, routing) for _ in range(3)]
+    assert records == [1] and replay_calls == [True]
+    assert all(torch.equal(out, outs[0]) for out in outs)
+
+
+@needs_gpu
 def test_new_weight_storage_and_dropped_scratch_are_recorded_again(replay_calls):
     cfg, kernel, weights, x, routing = _small_bf16_layer(2)
     full = _full(TritonKernel(cfg, None, None))
     first = kernel.apply(x, weights, routing)
+    assert torch.equal(kernel.apply(x, weights, routing), first)  # recorded
     weights.w2.data = weights.w2 * 0.5  # new storage
     halved = kernel.apply(x, weights, routing)
     assert torch.equal(halved, full.apply(x, weights, routing)) and not torch.equal(halved, first)
@@ -284,7 +298,8 @@ def test_unaligned_inputs_run_in_full_and_graphs_capture_as_before(replay_calls)
     unaligned = wide[:, 1:]
     unaligned.copy_(x)
     want = kernel.apply(x, weights, routing)
-    for _ in range(2):
+    assert torch.equal(kernel.apply(x, weights, routing), want)  # recorded
+    for _ in range(3):  # a signature of its own, never recorded
         assert torch.equal(kernel.apply(unaligned, weights, routing), want)
     assert torch.equal(kernel.apply(x, weights, routing), want)  # replayed
     graph = torch.cuda.CUDAGraph()
@@ -307,7 +322,7 @@ def test_replayed_forwards_with_tma_weight_tiles_equal_full_forwards(replay_call
     raw = random_layer(cfg, sch, device=DEVICE)
     weights = kernel.prepare_weights(raw)
     assert kernel._gemm_launches(torch.device(DEVICE), 600, 300, True, False)[0].config.TMA_B
-    for seed in range(3):
+    for seed in range(4):
         x, routing = random_inputs(cfg, 300, device=DEVICE, seed=seed)
         assert torch.equal(kernel.apply(x, weights, routing), full.apply(x, weights, routing))
     assert replay_calls == [True, True]
