@@ -9,7 +9,8 @@ buffers they allocate. So the kernel records the launches of one such forward
 (:func:`~moe_core_triton.launch.recording`), and while the record stays valid, a later forward with that signature
 allocates its output and buffers and makes the recorded launches with its own pointers (:class:`Replay`): compiled
 launches with plain integers in place of tensors, which also spares the launcher a pointer query per tensor.
-kernel.py asks for a record of every eager standard-format forward on a GPU.
+kernel.py records the second eager standard-format forward of each signature on a GPU (a forward seen once pays for
+no record).
 
 A record is made only when every tensor argument of every launch is one of:
 
