@@ -112,7 +112,7 @@ class Replay:
                     call.append(arg)
                     continue
                 slot = slot_of.get(id(arg))
-                if slot is None and id(arg) in fresh_ids and not POOL.holds(arg):
+                if slot is None and id(arg) in fresh_ids:
                     slot = slot_of[id(arg)] = len(inputs) + len(allocations)
                     allocations.append(arg)
                 if slot is not None:

@@ -29,14 +29,16 @@ _FRESH = ThreadLog()
 
 
 def new_empty(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A freshly allocated uninitialised tensor."""
+    """A freshly allocated uninitialised tensor, logged for :func:`fresh_allocations` (a buffer of the forward's own,
+    which it hands on or drops; scratch sets allocate theirs unlogged)."""
     tensor = torch.empty(shape, dtype=dtype, device=device)
     _FRESH.add(tensor)
     return tensor
 
 
 #: ``with fresh_allocations() as tensors:`` every tensor :func:`new_empty` makes on this thread inside the block is
-#: appended to ``tensors`` (which keeps it alive, so no other tensor made in the block can take its place).
+#: appended to ``tensors`` (which keeps it alive, so no other tensor made in the block can take its place). Scratch
+#: buffers are not: they outlive the forward.
 fresh_allocations = _FRESH.collecting
 
 
@@ -69,10 +71,10 @@ class Scratch:
                 return self._buffers[turn]
             if self._pool is not None:
                 self._pool.generation += 1  # the old buffer goes
-            self._buffers[turn] = buffer = new_empty(shape, dtype, device)
+            self._buffers[turn] = buffer = torch.empty(shape, dtype=dtype, device=device)
             self._specs[turn] = spec
             return buffer
-        buffer = new_empty(shape, dtype, device)
+        buffer = torch.empty(shape, dtype=dtype, device=device)
         self._buffers.append(buffer)
         self._specs.append(spec)
         return buffer

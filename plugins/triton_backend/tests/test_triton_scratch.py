@@ -31,6 +31,17 @@ def test_scratch_hands_out_the_same_buffers_in_the_same_order():
     assert scratch.nbytes == 4 * 3 * 4 + 6 * 4
 
 
+def test_only_new_empty_is_logged_as_a_fresh_allocation_scratch_buffers_are_not():
+    scratch = Scratch()
+    cpu = torch.device("cpu")
+    with scratch_module.fresh_allocations() as fresh:
+        held = scratch.rewind().empty((4,), torch.float32, cpu)
+        own = scratch_module.new_empty((4,), torch.float32, cpu)
+        replaced = scratch.rewind().empty((8,), torch.float32, cpu)  # reallocated for its turn: still scratch
+    assert len(fresh) == 1 and fresh[0] is own
+    assert held is not replaced and scratch.holds(replaced)
+
+
 def test_the_pool_keeps_one_set_per_key_and_drops_them_all_past_its_byte_budget():
     pool = ScratchPool(max_bytes=1000)
     cpu = torch.device("cpu")
