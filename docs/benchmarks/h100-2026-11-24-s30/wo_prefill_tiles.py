@@ -28,7 +28,7 @@ def candidates(rows_per_expert, block_k_limit, weight_only=False, tma=False):
 
 def fastest(timings):
     for seconds, lc in sorted(timings, key=lambda t: t[0]):
-        print(f"    {seconds * 1e6:9.1f} us  {lc.BLOCK_M}x{lc.BLOCK_N}x{lc.BLOCK_K} w{lc.num_warps} s{lc.num_stages} swap={lc.SWAP_AB}", flush=True)
+        print(f"    {seconds * 1e6:9.1f} us  {lc.BLOCK_M}x{lc.BLOCK_N}x{lc.BLOCK_K} w{lc.num_warps} s{lc.num_stages} swap={lc.SWAP_AB} tma={lc.TMA_B}", flush=True)
     return ORIGINAL_FASTEST(timings)
 
 
@@ -36,7 +36,7 @@ ORIGINAL_FASTEST = tune.fastest
 
 
 def main(argv: list[str]) -> int:
-    tune.candidates = candidates
+    tune.candidates = globals()["candidates"]  # another experiment may set this module's candidates first
     tune.fastest = fastest
     for job in argv:
         preset, scheme, tokens = job.split(":")
