@@ -184,25 +184,25 @@ def grid_barrier(bar_ptr):
 def _table_kernel(ids_ptr, map_ptr, err_ptr, table_ptr, bar_ptr,
                   pairs, num_experts, num_local, capacity, scratch,
                   HAS_MAP: tl.constexpr, GUARD: tl.constexpr, BLOCK_M: tl.constexpr, E_P2: tl.constexpr,
-                  BLOCK: tl.constexpr, BLOCKS: tl.constexpr):
+                  BLOCK: tl.constexpr):
     """The whole table in one cooperative launch; program ``p`` takes pairs [p * BLOCK, (p + 1) * BLOCK).
 
     1. Its pairs' local experts (invalid ones counted when ``GUARD``); program 0 zeroes the per-expert
-       counts; ``sorted_ids`` filled with the sentinel. Barrier.
+       counts; ``sorted_ids`` filled with the sentinel and ``block_expert`` with the last local expert
+       (blocks past the padded count keep it). Barrier.
     2. Each pair's rank among its expert's pairs: an atomic on the expert's count. Barrier.
     3. Padded expert offsets from the counts (a one-program launch counts its pairs in registers);
-       each pair placed at offset + rank; ``block_expert`` (``BLOCKS`` blocks per step) and
-       ``num_padded`` written. Within an expert, pairs land in atomic order, which changes no output
-       value (each row is computed on its own).
+       each pair placed at its expert's first row + rank (the first row taken from registers,
+       ``tl.gather``); a pair whose rank is a multiple of BLOCK_M opens a block and writes its expert to
+       ``block_expert``; ``num_padded`` written. Within an expert, pairs land in atomic order, which
+       changes no output value (each row is computed on its own).
 
-    Scratch at word ``scratch`` of the table: counts [num_local], then each expert's first row [num_local]
-    (every program writes the same values there, then gathers its pairs' from it)."""
+    Scratch at word ``scratch`` of the table: the counts [num_local]."""
     num_blocks = capacity // BLOCK_M
     sorted_ids_ptr = table_ptr
     block_expert_ptr = table_ptr + capacity
     num_padded_ptr = block_expert_ptr + num_blocks
     counts_ptr = table_ptr + scratch
-    first_row_ptr = counts_ptr + num_local
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     experts = tl.arange(0, E_P2)
@@ -217,6 +217,8 @@ def _table_kernel(ids_ptr, map_ptr, err_ptr, table_ptr, bar_ptr,
         tl.store(counts_ptr + experts, tl.zeros([E_P2], dtype=tl.int32), mask=experts < num_local)
     for start in range(pid * BLOCK, capacity, programs * BLOCK):
         tl.store(sorted_ids_ptr + start + lane, pairs, mask=start + lane < capacity)
+    for start in range(pid * BLOCK, num_blocks, programs * BLOCK):
+        tl.store(block_expert_ptr + start + lane, num_local - 1, mask=start + lane < num_blocks)
     grid_barrier(bar_ptr)
     rank = tl.atomic_add(counts_ptr + e, tl.full([BLOCK], 1, tl.int32), mask=valid, sem="relaxed")
     grid_barrier(bar_ptr)
@@ -225,15 +227,9 @@ def _table_kernel(ids_ptr, map_ptr, err_ptr, table_ptr, bar_ptr,
     else:
         counts = tl.load(counts_ptr + experts, mask=experts < num_local, other=0, cache_modifier=".cg")  # other SMs' atomics
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
-    ends = tl.cumsum(padded, axis=0)
-    tl.store(first_row_ptr + experts, ends - padded, mask=experts < num_local)
-    tl.debug_barrier()
-    first_row = tl.load(first_row_ptr + e, mask=valid, other=0)
-    tl.store(sorted_ids_ptr + first_row + rank, offs, mask=valid)
-    for start in range(pid * BLOCKS, num_blocks, programs * BLOCKS):
-        blocks = start + tl.arange(0, BLOCKS)
-        owner = tl.sum(((blocks[:, None] * BLOCK_M) >= ends[None, :]).to(tl.int32) * (experts[None, :] < num_local).to(tl.int32), axis=1)
-        tl.store(block_expert_ptr + blocks, tl.minimum(owner, num_local - 1), mask=blocks < num_blocks)
+    row = tl.gather(tl.cumsum(padded, axis=0) - padded, tl.where(valid, e, 0), 0) + rank
+    tl.store(sorted_ids_ptr + row, offs, mask=valid)
+    tl.store(block_expert_ptr + row // BLOCK_M, e, mask=valid & (rank % BLOCK_M == 0))
     if pid == 0:
         tl.store(num_padded_ptr, tl.sum(padded, axis=0))
 
@@ -257,7 +253,7 @@ def standard_table(
     words = table_words(capacity, block_m)
     if pairs == 0:
         return BlockTable(torch.zeros(words, dtype=torch.int32, device=device), capacity, pairs, block_m)
-    table = empty((words + 2 * num_local,), torch.int32, device)
+    table = empty((words + num_local,), torch.int32, device)
     e_p2 = next_power_of_2(num_local)
     block, programs = table_grid(pairs, device, block or MIN_PAIRS_PER_PROGRAM)
     launch = _table_launcher(expert_map is not None, errors is not None, block_m, e_p2, block, programs > 1)
@@ -266,14 +262,15 @@ def standard_table(
     return BlockTable(table, capacity, pairs, block_m)
 
 
-#: Pairs of the smallest program of a table launch (a launch of one program, no barriers, up to this many).
+#: Pairs of the smallest program of a table launch of several (up to this many pairs, one program, no barriers).
 MIN_PAIRS_PER_PROGRAM = 1024
 
 
 def table_grid(pairs: int, device: torch.device, least: int = MIN_PAIRS_PER_PROGRAM) -> tuple[int, int]:
     """(pairs per program, programs) of the table launch for ``pairs`` on ``device``: pairs per program a power of
-    two, at least ``least``, such that at most :func:`max_programs` programs cover ``pairs``."""
-    block = next_power_of_2(max(least, cdiv(pairs, max_programs(device))))
+    two, at least ``least`` (or all the pairs, when fewer), such that at most :func:`max_programs` programs cover
+    ``pairs``."""
+    block = next_power_of_2(max(min(least, pairs), cdiv(pairs, max_programs(device))))
     return block, cdiv(pairs, block)
 
 
@@ -288,7 +285,7 @@ def _table_launcher(has_map: bool, guard: bool, block_m: int, e_p2: int, block: 
     waits at no barrier and is launched plainly (the host time is the same either way on the H100 machine: 13.7
     against 14.2 µs per launch, interleaved A/B, docs/benchmarks/h100-2026-11-23-host/coop_ab.txt)."""
     return Launcher(_table_kernel, num_warps=4, cooperative=cooperative, HAS_MAP=has_map, GUARD=guard, BLOCK_M=block_m, E_P2=e_p2,
-                    BLOCK=block, BLOCKS=max(16, 16384 // e_p2))
+                    BLOCK=block)
 
 
 def max_programs(device: torch.device) -> int:
