@@ -24,6 +24,9 @@ import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import table_variants  # noqa: E402
 from moe_core_triton.blocks import _capacity, local_experts, next_power_of_2, record_invalid, standard_table, table_words
 from moe_core_triton.launch import Launcher
 
@@ -107,17 +110,9 @@ def check(table, ref, capacity, block_m, pairs):
     assert set(table[used * block_m:capacity].tolist()) <= {pairs}, "no sentinel past the padded count"
 
 
-def kernel_us(fn, calls=200):
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    times = sorted(e.device_time for e in prof.events() if e.device_type.name == "CUDA" and "table" in e.name)
-    return times[len(times) // 2]
+def kernel_us(fn):
+    """Median kernel time (µs) of ``fn``'s table launch: table_variants.py's CUPTI timing."""
+    return table_variants.kernel_us(fn, "table")[0]
 
 
 VARIANTS = {
