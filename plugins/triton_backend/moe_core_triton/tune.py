@@ -44,7 +44,8 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     whose dequantized weights can then feed the MMA from registers; split K (2 and 4) for decode, at most
     8 rows per expert, where one token's experts give too few tiles to keep every SM busy; with ``tma`` (the
     GPU has it) TMA weight loads for prefill, more than 32 rows per expert, where the GEMMs are compute-bound
-    (weight-only schemes dequantize from pointer loads)."""
+    (weight-only schemes dequantize from pointer loads). Rows stop at 128: weight-only tiles of 256 rows, which
+    dequantize half as often per FLOP, measured slower on the H100 (docs/benchmarks/weight-only-h100.md)."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
