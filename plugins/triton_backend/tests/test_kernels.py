@@ -169,6 +169,18 @@ def test_block_tables():
     assert b.sorted_ids.tolist() == [0, 9, 9, 9, 9, 9, 9, 9, 6, 7, 8, 9] and b.block_expert.tolist() == [0, 0, 1, 1, 2, 2]
 
 
+def test_table_launch_sizes_one_program_to_its_pairs_and_spreads_larger_tables(monkeypatch):
+    """One program up to 1024 pairs, with lanes for the next power of two of them; above, programs of at least 1024
+    pairs, at most one per SM (132 simulated: an H100)."""
+    from moe_core_triton import blocks
+
+    monkeypatch.setattr(blocks, "max_programs", lambda device: 132)
+    gpu = torch.device("cuda")
+    assert [blocks.table_grid(p, gpu) for p in (1, 72, 512, 1024)] == [(1, 1), (128, 1), (512, 1), (1024, 1)]
+    assert [blocks.table_grid(p, gpu) for p in (1025, 32768, 300000)] == [(1024, 2), (1024, 32), (4096, 74)]
+    assert blocks.table_grid(291, gpu, least=16) == (16, 19)  # the tests' several-program tables
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("with_map", [False, True])
 @pytest.mark.parametrize("block", [None, 16])
