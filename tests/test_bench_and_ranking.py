@@ -211,7 +211,7 @@ def test_roofline_bytes_count_codes_scales_and_zero_points():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the back-to-back eager time uses CUDA events")
 def test_eager_time_counts_host_work_that_outlasts_the_gpu_work():
     """A call that spends 300 µs on the host to launch 1 µs of GPU work takes >= 300 µs per call back to back,
-    as a model running it eagerly sees; do_bench's L2 flush before each call would hide most of it."""
+    as a model running it eagerly sees; the graph timing's L2 flush before each call would hide most of it."""
     x = torch.ones(16, device="cuda")
 
     def host_bound():
@@ -227,3 +227,23 @@ def test_eager_time_on_a_cpu_is_the_wall_clock_median():
     calls = []
     assert harness.Timer("cpu", cpu_repeats=3).back_to_back(lambda: calls.append(time.sleep(2e-3))) >= 2e-3
     assert len(calls) == 4  # one warm-up, then the repeats
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cold_l2_seconds times CUDA work")
+def test_the_l2_is_emptied_by_reading_so_no_run_writes_back_another_s_lines():
+    """Timer("cuda").time empties the L2 before each run by reading a buffer larger than any L2, never writing it
+    (the buffer keeps its contents), and times what the function enqueues."""
+    from moe_core.bench import timing
+
+    x = torch.ones(1 << 20, device="cuda")
+    calls = []
+
+    def work():
+        calls.append(1)
+        x.add_(1)
+
+    seconds = harness.Timer("cuda").time(work)
+    flush = timing._FLUSH_BUFFERS[torch.cuda.current_device()]
+    assert flush.numel() * 4 == timing.FLUSH_BYTES >= 4 * torch.cuda.get_device_properties(0).L2_cache_size
+    assert bool((flush == 1).all())  # read, not written
+    assert 0 < seconds < 1e-3 and len(calls) >= 10 and float(x[0]) == 1 + len(calls)

@@ -1,4 +1,4 @@
-"""Timing: CUDA events through triton.testing.do_bench (median) on a GPU, wall clock on a CPU; and the
+"""Timing: CUDA events (median, the L2 emptied before each run) on a GPU, wall clock on a CPU; and the
 back-to-back time of eager calls, host work included."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Callable
 class Timer:
     """Times a callable: warm-up first, then the median of repeated runs, in seconds.
 
-    On CUDA it uses ``triton.testing.do_bench`` (events, L2 flushed between runs) when Triton is
-    importable, else CUDA events; on a CPU, ``time.perf_counter``.
+    On CUDA, :func:`cold_l2_seconds` (CUDA events, the L2 emptied by a read before each run); on a CPU,
+    ``time.perf_counter``.
     """
 
     device_type: str
@@ -26,12 +26,12 @@ class Timer:
     def method(self) -> str:
         if self.device_type != "cuda":
             return "wall clock (perf_counter), median"
-        graph = "triton.testing.do_bench (CUDA events), median" if _has_triton() else "CUDA events, median"
-        return f"graph replays: {graph}; eager: calls back to back (CUDA events), median of {BATCHES} batches"
+        return (f"graph replays: CUDA events, median, the L2 emptied before each by reading {FLUSH_BYTES >> 20} MB; "
+                f"eager: calls back to back (CUDA events), median of {BATCHES} batches")
 
     def time(self, fn: Callable[[], object]) -> float:
         if self.device_type == "cuda":
-            return _cuda_time(fn, self.warmup_ms, self.rep_ms)
+            return cold_l2_seconds(fn, self.warmup_ms, self.rep_ms)
         fn()
         samples = []
         for _ in range(self.cpu_repeats):
@@ -79,33 +79,43 @@ def _back_to_back_cuda(fn: Callable[[], object]) -> float:
     return statistics.median(samples)
 
 
-def _has_triton() -> bool:
-    try:
-        import triton.testing  # noqa: F401
-    except ImportError:
-        return False
-    return True
+#: Bytes :func:`cold_l2_seconds` reads before each run, several times any GPU's L2 (H100: 50 MB, H200: 60 MB).
+FLUSH_BYTES = 256 << 20
+_FLUSH_BUFFERS: dict = {}
 
 
-def _cuda_time(fn, warmup_ms: float, rep_ms: float) -> float:
+def cold_l2_seconds(fn: Callable[[], object], warmup_ms: float = 25.0, rep_ms: float = 100.0) -> float:
+    """Median GPU time of ``fn`` in seconds (CUDA events around each run), each run starting with an L2 that holds none
+    of its data: :data:`FLUSH_BYTES` of a buffer are read (summed) before it. Reading leaves the L2 full of clean lines,
+    which the run evicts for free. ``triton.testing.do_bench`` empties it by writing zeros instead, so each run first
+    writes the L2's dirty lines back to memory while it streams its own data: on the H100 that added about 9 µs to a
+    one-token Qwen3-30B-A3B layer (48.0 against 39.2 µs) and about 10 µs to Mixtral-8x7B's
+    (docs/benchmarks/h100-2026-11-24-s31/decode_timing.txt). Runs for about ``warmup_ms`` first, then times about
+    ``rep_ms`` worth of runs (at least 5)."""
     import torch
 
-    if _has_triton():
-        from triton.testing import do_bench
+    device = torch.cuda.current_device()
+    flush_buffer = _FLUSH_BUFFERS.get(device)
+    if flush_buffer is None:
+        flush_buffer = _FLUSH_BUFFERS[device] = torch.ones(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
-        return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") / 1e3
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(samples)
+    def flush():
+        flush_buffer.sum()
+
+    def timed_runs(n: int) -> list[float]:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for start, end in events:
+            flush()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) / 1e3 for start, end in events]
+
+    fn()
+    estimate = statistics.median(timed_runs(5))
+    timed_runs(max(1, int(warmup_ms * 1e-3 / max(estimate, 1e-6))))
+    return statistics.median(timed_runs(max(5, int(rep_ms * 1e-3 / max(estimate, 1e-6)))))
 
 
 def host_time(fn: Callable[[], object], repeats: int = 20) -> float:

@@ -4,9 +4,9 @@
         --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json]
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
-routing (triton.testing.do_bench median, L2 flushed) and the fastest is written; existing entries
-of the file are kept unless re-tuned. Each candidate's output is checked against the first
-candidate's before it is timed.
+routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds) and the
+fastest is written; existing entries of the file are kept unless re-tuned. Each candidate's output is checked against
+the first candidate's before it is timed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import torch
 
+from moe_core.bench.timing import cold_l2_seconds
 from moe_core.numerics import relative_error, tolerance
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
@@ -80,10 +81,8 @@ def refinements(lc: configs.LaunchConfig, tma: bool) -> list[configs.LaunchConfi
 
 
 def cuda_median_seconds(run) -> float:
-    """triton.testing.do_bench's median (CUDA events, L2 flushed), in seconds."""
-    from triton.testing import do_bench
-
-    return do_bench(run, warmup=5, rep=25, return_mode="median") * 1e-3
+    """The median GPU time of ``run`` in seconds, the L2 emptied before each run (:func:`cold_l2_seconds`)."""
+    return cold_l2_seconds(run, warmup_ms=5, rep_ms=25)
 
 
 def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda", refine: bool = False,
