@@ -166,31 +166,71 @@ def int_codes_minus(codes, bias: tl.constexpr):
     return (codes + 0x4B400000).to(tl.float32, bitcast=True) - (12582912.0 + bias)
 
 
+#: PTX turning four bytes of packed 4-bit codes ($4) into the 16-bit floats bias + code of their low nibbles ($0: bytes 0
+#: and 1, $1: bytes 2 and 3) and high nibbles ($2, $3), two instructions a pair of values: a byte permute spreads two
+#: bytes to the low byte of each 16-bit half, one lop3 keeps a nibble of each and ORs in the bias's bits (the
+#: exponent of 128 in bfloat16, 0x4300, or of 1024 in float16, 0x6400), and the high nibbles are shifted down first.
+_INT4_PTX = """{{
+.reg .b32 lo, hi;
+prmt.b32 lo, $4, 0, 0x4140;
+prmt.b32 hi, $4, 0, 0x4342;
+lop3.b32 $0, lo, 0x000f000f, {bias}, 0xea;
+lop3.b32 $1, hi, 0x000f000f, {bias}, 0xea;
+shr.u32 lo, lo, 4;
+shr.u32 hi, hi, 4;
+lop3.b32 $2, lo, 0x000f000f, {bias}, 0xea;
+lop3.b32 $3, hi, 0x000f000f, {bias}, 0xea;
+}}"""
+INT4_BF16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x43004300"))
+INT4_FP16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x64006400"))
+
+
 @triton.jit
-def int4_minus_zero(codes, zero, dtype: tl.constexpr):
-    """4-bit codes (int32 holding 0..15) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
-    float16), with no integer-to-float conversion (a quarter-rate instruction per element): the code goes into the
-    mantissa of 128 (bfloat16 bits 0x4300) or 1024 (float16 bits 0x6400), then 128 or 1024 plus the zero is
-    subtracted in ``dtype``. Every value involved is a small integer, so the result is exact: the same bits as
-    converting ``code - zero`` itself."""
+def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
+    """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as ``dtype`` values
+    bias + code, [BLOCK_N, 2 BYTES], with no integer-to-float conversion (a quarter-rate instruction per element): the
+    code goes into the mantissa of 128 (bfloat16 bits 0x4300) or 1024 (float16 bits 0x6400). With ``W_PTX`` (compiled
+    for an NVIDIA GPU; the interpreter runs no PTX) by :data:`INT4_BF16_PTX` / :data:`INT4_FP16_PTX`, one instruction a
+    value; else nibble by nibble in 32-bit integers."""
+    if W_PTX:
+        if dtype == tl.bfloat16:
+            lo, hi = tl.inline_asm_elementwise(INT4_BF16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
+                                               pack=4)
+        else:
+            lo, hi = tl.inline_asm_elementwise(INT4_FP16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.float16, tl.float16), is_pure=True,
+                                               pack=4)
+        values = tl.interleave(lo, hi)
+    else:
+        codes = raw.to(tl.int32)
+        codes = tl.interleave(codes & 15, codes >> 4)
+        if dtype == tl.bfloat16:
+            values = (codes | 0x4300).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        else:
+            values = as_float16(codes | 0x6400)
+    return values
+
+
+@triton.jit
+def int4_minus_zero(raw, zero, dtype: tl.constexpr, W_PTX: tl.constexpr):
+    """Packed 4-bit codes (:func:`biased_int4`) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
+    float16): bias + code, less bias + zero in ``dtype``. Every value involved is a small integer, so the result is
+    exact: the same bits as converting ``code - zero`` itself."""
     if dtype == tl.bfloat16:
-        values = (codes | 0x4300).to(tl.uint16).to(tl.bfloat16, bitcast=True)
         bias = 128.0
     else:
-        values = as_float16(codes | 0x6400)
         bias = 1024.0
-    return values - (zero + bias).to(dtype)[:, None]
+    return biased_int4(raw, dtype, W_PTX) - (zero + bias).to(dtype)[:, None]
 
 
 @triton.jit
 def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype,
                     W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
-                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr,
+                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr,
                     BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
     when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0. With SCALE_AFTER_DOT (one
     group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit
-    integer codes are then returned as ``dtype`` (:func:`int4_minus_zero`)."""
+    integer codes are then returned as ``dtype`` (:func:`int4_minus_zero`, by PTX with ``W_PTX``)."""
     codes = raw.to(tl.int32)
     if W_PACKED:  # element 2j in the low nibble of byte j
         codes = tl.interleave(codes & 15, codes >> 4)
@@ -202,7 +242,7 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
             zero = tl.full((BLOCK_N,), 8.0, tl.float32)
         else:
             zero = tl.zeros((BLOCK_N,), tl.float32)
-        values = int4_minus_zero(codes, zero, dtype)
+        values = int4_minus_zero(raw, zero, dtype, W_PTX)
     elif W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16 (times 2^-14)
         values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
     elif W_CODES == 2:  # e4m3 bits (times 2^-8)
@@ -238,12 +278,12 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
 def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
                        W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr,
                        W_SCALE: tl.constexpr, W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
-                       SCALE_AFTER_DOT: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+                       SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY."""
     raw = tl.load(ptrs, mask=mask, other=0.0)
     if W_ONLY:
         tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype, W_PACKED, W_CODES, W_ZERO,
-                               W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT, BLOCK_K, BLOCK_N).to(dtype)
+                               W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT, W_PTX, BLOCK_K, BLOCK_N).to(dtype)
     else:
         tile = raw
     return tile
@@ -384,7 +424,7 @@ def moe_gemm_kernel(
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, ONE_B_SCALE: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
-    SCALE_AFTER_DOT: tl.constexpr,
+    SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
     SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, QUANT_IN: tl.constexpr,
     ROUND_FP8: tl.constexpr,
@@ -496,13 +536,13 @@ def moe_gemm_kernel(
             b_ok = n_ok[:, None] & byte_ok[None, :]
             b = stored_weight_tile(b_ptrs, b_ok, a.dtype, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale,
                                    W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT,
-                                   BLOCK_K, BLOCK_N)
+                                   W_PTX, BLOCK_K, BLOCK_N)
             if not SWAP_AB:
                 b = tl.trans(b)
             if GATED:
                 b_up = stored_weight_tile(b_ptrs + up_offset * stride_bn, b_ok, a.dtype, k * BLOCK_K, K, w_s_up_ptrs, w_z_up_ptrs,
                                           stride_bsk, n_ok, global_scale, W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP,
-                                          GROUPS_PER_TILE, SCALE_AFTER_DOT, BLOCK_K, BLOCK_N)
+                                          GROUPS_PER_TILE, SCALE_AFTER_DOT, W_PTX, BLOCK_K, BLOCK_N)
                 if not SWAP_AB:
                     b_up = tl.trans(b_up)
         else:

@@ -68,6 +68,12 @@ MAX_REPLAYS = 256
 _UNSEEN = object()
 #: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
 SUM_TILE_ELEMENTS = 4096
+#: Whether the GEMM is compiled for NVIDIA GPUs, where it may use inline PTX, and not run by the interpreter
+#: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. Decode tiles of int4 codes with zero points (w4a16-zp) then
+#: make their values by PTX (``W_PTX`` in gemm.py): 9 to 31% faster on the H100 at 1 to 64 tokens; for symmetric int4
+#: codes it measured 10% slower at 16 tokens and 5 to 7% at 64 (docs/benchmarks/weight-only-h100.md), so they keep the
+#: integer operations.
+NVIDIA_PTX = hasattr(moe_gemm_kernel, "device_caches") and torch.version.hip is None
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
 BLOCK_SCALE_GROUP = BLOCK_128.cols  # square: BLOCK_128.rows too
@@ -483,7 +489,7 @@ class TritonKernel(MoEKernel):
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
-            SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
+            SCALE_AFTER_DOT=self._scales_after_dot(lc, group), W_PTX=NVIDIA_PTX and wo.zero == 2,
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
             **routes,

@@ -177,22 +177,26 @@ def test_groups_smaller_than_a_k_tile_with_and_without_zero_points(group, symmet
 
 
 @triton.jit
-def _int4_minus_zero_kernel(codes_ptr, zero_ptr, out_ptr, DTYPE: tl.constexpr):
-    rows, cols = tl.arange(0, 16), tl.arange(0, 16)
-    codes = tl.load(codes_ptr + rows[:, None] * 16 + cols[None, :]).to(tl.int32)
+def _int4_minus_zero_kernel(codes_ptr, zero_ptr, out_ptr, DTYPE: tl.constexpr, W_PTX: tl.constexpr):
+    rows, cols = tl.arange(0, 16), tl.arange(0, 256)
+    raw = tl.load(codes_ptr + rows[:, None] * 256 + cols[None, :])
     zero = tl.load(zero_ptr + rows).to(tl.float32)
-    tl.store(out_ptr + rows[:, None] * 16 + cols[None, :], int4_minus_zero(codes, zero, DTYPE))
+    tl.store(out_ptr + rows[:, None] * 512 + tl.arange(0, 512)[None, :], int4_minus_zero(raw, zero, DTYPE, W_PTX))
 
 
+@pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["integer ops", "PTX"][: 2 if GPU else 1])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_int4_codes_become_16_bit_values_exactly_without_a_conversion(dtype):
-    """Decode tiles of int4 codes build each value from the code's bits (gemm.int4_minus_zero): every code minus every
-    zero point (0..15, and the implicit 8) gives the same bits as converting the difference."""
-    codes = torch.arange(16, dtype=torch.uint8).repeat(16, 1)  # row r: zero point r
+def test_int4_codes_become_16_bit_values_exactly_without_a_conversion(dtype, ptx):
+    """Decode tiles of int4 codes build each value from the code's bits (gemm.int4_minus_zero), in 32-bit integer
+    operations or, compiled for a GPU, in PTX (gemm.biased_int4): every packed byte (low nibble first) minus every zero
+    point (0..15, and the implicit 8) gives the same bits as converting the difference."""
+    codes = torch.arange(256, dtype=torch.int32).repeat(16, 1)  # every byte in each row; row r: zero point r
     zeros = torch.arange(16, dtype=torch.uint8)
-    out = torch.empty(16, 16, dtype=dtype, device=DEVICE)
-    _int4_minus_zero_kernel[(1,)](codes.to(DEVICE), zeros.to(DEVICE), out, DTYPE=tl.bfloat16 if dtype == torch.bfloat16 else tl.float16)
-    want = (codes.int() - zeros.int()[:, None]).to(dtype)
+    out = torch.empty(16, 512, dtype=dtype, device=DEVICE)
+    _int4_minus_zero_kernel[(1,)](codes.to(torch.uint8).to(DEVICE), zeros.to(DEVICE), out,
+                                  DTYPE=tl.bfloat16 if dtype == torch.bfloat16 else tl.float16, W_PTX=ptx)
+    nibbles = torch.stack([codes & 15, codes >> 4], dim=-1).reshape(16, 512)
+    want = (nibbles - zeros.int()[:, None]).to(dtype)
     assert torch.equal(out.cpu(), want)
 
 
