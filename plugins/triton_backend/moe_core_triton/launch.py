@@ -98,8 +98,7 @@ class Launcher:
             self.fn[grid](*args, **self._options)
             return
         device = torch._C._cuda_getDevice()
-        key = self.key(args, device)
-        entry = self._compiled.get(key) if key is not None else None
+        key, entry = self._entry(args, device)
         if entry is None:
             kernel = self.fn[grid](*args, **self._options)
             if key is not None and hasattr(kernel, "packed_metadata"):
@@ -118,12 +117,17 @@ class Launcher:
         specialization not launched before)."""
         if not self._direct or not hooks_idle():
             return None
-        key = self.key(args, torch._C._cuda_getDevice())
-        entry = self._compiled.get(key) if key is not None else None
+        entry = self._entry(args, torch._C._cuda_getDevice())[1]
         if entry is None:
             return None
         grid = (*grid, 1, 1)
         return DirectLaunch(entry[0], grid[:3], entry[1], self._tail)
+
+    def _entry(self, args: tuple, device: int) -> tuple[tuple | None, tuple | None]:
+        """(the direct-path key of ``args`` on ``device``, its compiled launch): the key None where a pointer is not
+        16-byte aligned, the launch None where that specialization has not been launched yet."""
+        key = self.key(args, device)
+        return key, self._compiled.get(key) if key is not None else None
 
     @property
     def cached(self) -> int:
