@@ -214,3 +214,21 @@ def test_integer_codes_become_float32_exactly_without_a_conversion(bias):
     out = torch.empty(512, dtype=torch.float32, device=DEVICE)
     _int_codes_minus_kernel[(1,)](codes.to(DEVICE), out, BIAS=bias)
     assert torch.equal(out.cpu(), codes.float() - bias)
+
+
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_int4_values_by_ptx_only_for_zero_point_codes_compiled_for_nvidia(name, monkeypatch):
+    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make int4 values by PTX (W_PTX) for codes with zero
+    points only, where it measured faster; symmetric int4 and every other code keep the integer operations; the
+    interpreter (the CPU tests) never gets PTX."""
+    from moe_core_triton import kernel as kernel_module
+    from moe_core_triton.compile_check import launches_of
+
+    def ptx_flags():
+        return {dict(launch.options)["W_PTX"] for launch in launches_of(name, 1, False, torch.float16, (256, 128))
+                if launch.name == "moe_gemm_kernel"}
+
+    if not GPU:
+        assert ptx_flags() == {False}
+    monkeypatch.setattr(kernel_module, "NVIDIA_PTX", True)
+    assert ptx_flags() == {name == "w4a16-zp"}
