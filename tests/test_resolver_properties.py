@@ -27,6 +27,9 @@ def worlds(draw, names=None, **config_kwargs):
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: For properties of successful selections only (``assume``): random worlds select nothing often enough that Hypothesis's
+#: filtering health check failed a CI run at random (9 worlds kept, 50 filtered); the kept examples are still 150.
+SELECTED_SETTINGS = settings(SETTINGS, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 def make_registry(fakes: list[FakeBackend], split: int = 1) -> Registry:
@@ -98,7 +101,7 @@ def test_selection_is_the_highest_ranked_supported_allowed_candidate(world):
     assert all(c.support.ok or c.support.reasons for c in sel.candidates)
 
 
-@SETTINGS
+@SELECTED_SETTINGS
 @given(world=worlds(), data=st.data())
 def test_disabling_backends(world, data):
     fakes, cfg, sch, plat = world
@@ -135,7 +138,7 @@ def test_explicit_request_returns_that_backend_or_raises_and_env_force_is_the_sa
     assert outcome(reg, cfg, sch, plat, {"MOE_CORE_BACKEND": name}) == got
 
 
-@SETTINGS
+@SELECTED_SETTINGS
 @given(world=worlds(names=("alpha", "bravo", "charlie", "delta", "echo")), data=st.data())
 def test_adding_a_lower_priority_backend_never_changes_the_selection(world, data):
     fakes, cfg, sch, plat = world
