@@ -186,6 +186,13 @@ INT4_FP16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x64006400"))
 
 
 @triton.jit
+def unpacked_codes(raw):
+    """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as int32 [BLOCK_N, 2 BYTES]."""
+    codes = raw.to(tl.int32)
+    return tl.interleave(codes & 15, codes >> 4)
+
+
+@triton.jit
 def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as ``dtype`` values
     bias + code, [BLOCK_N, 2 BYTES], with no integer-to-float conversion (a quarter-rate instruction per element): the
@@ -201,8 +208,7 @@ def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
                                                pack=4)
         values = tl.interleave(lo, hi)
     else:
-        codes = raw.to(tl.int32)
-        codes = tl.interleave(codes & 15, codes >> 4)
+        codes = unpacked_codes(raw)
         if dtype == tl.bfloat16:
             values = (codes | 0x4300).to(tl.uint16).to(tl.bfloat16, bitcast=True)
         else:
@@ -231,9 +237,10 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
     when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0. With SCALE_AFTER_DOT (one
     group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit
     integer codes are then returned as ``dtype`` (:func:`int4_minus_zero`, by PTX with ``W_PTX``)."""
-    codes = raw.to(tl.int32)
-    if W_PACKED:  # element 2j in the low nibble of byte j
-        codes = tl.interleave(codes & 15, codes >> 4)
+    if W_PACKED:
+        codes = unpacked_codes(raw)
+    else:
+        codes = raw.to(tl.int32)
     INT4_DIRECT: tl.constexpr = SCALE_AFTER_DOT and W_PACKED and W_CODES == 0 and (dtype == tl.bfloat16 or dtype == tl.float16)
     if INT4_DIRECT:  # decode tiles of int4 codes: one group per tile, no scales here
         if W_ZERO == 2:
