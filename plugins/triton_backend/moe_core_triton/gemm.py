@@ -34,9 +34,11 @@ loop, which drifted visibly at K = 7168 (DeepSeek-V3).
 Weight-only schemes (``W_ONLY``, 16-bit activations): each B tile is dequantized in registers inside
 the K loop — never a dequantized copy in memory — and fed to the 16-bit MMA with float32
 accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes per byte along K
-(element 2j in the low nibble); ``W_CODES`` says what a code is: an integer (0), e2m1 (1) or the
-bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed); e2m1 and e4m3
-codes become float16 by moving their bits (the exponent-bias difference folds into the scale). The
+(element 2j in the low nibble); ``W_CODES`` says what a code is: an integer (0), e2m1 (1), the
+bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed), or e2m1 made exact 16-bit values
+and scaled in 16 bits (3: where the scales are exact in the activations' dtype; the per-expert global scale then
+multiplies the accumulator after the K loop); e2m1 (1) and e4m3 codes become float16 by moving their bits (the
+exponent-bias difference folds into the scale). The
 codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, each byte once) and
 the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is). Value = (code -
 zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
@@ -108,6 +110,13 @@ def e4m3_times_2_pow_minus_8(bits):
     """e4m3 bits (int32 holding a byte) as float32 / 2^8: sign, exponent and mantissa bits moved into a
     float16 (exponent bias 15 instead of 7; subnormals map to subnormals) — two integer ops, a convert."""
     return as_float16(((bits & 0x80) << 8) | ((bits & 0x7F) << 7)).to(tl.float32)
+
+
+@triton.jit
+def e2m1_times_2_pow_minus_14(codes):
+    """e2m1 codes (int32 holding a nibble) as float16 / 2^14: the sign and the 3 exponent/mantissa bits moved into a
+    float16 (exponent bias 15 instead of 1; the subnormal 0.5 maps to a subnormal)."""
+    return as_float16(((codes & 8) << 12) | ((codes & 7) << 9))
 
 
 @triton.jit
@@ -185,6 +194,45 @@ INT4_BF16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x43004300"))
 INT4_FP16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x64006400"))
 
 
+#: PTX turning four bytes of packed e2m1 codes ($4) into their exact 16-bit float values, in the order of
+#: :data:`INT4_BF16_PTX`'s outputs (low nibbles of bytes 0, 1 in $0 and of bytes 2, 3 in $1; high nibbles in $2, $3).
+#: Byte permutes look the magnitudes up: the 3 magnitude bits of four codes (one 16-bit half of $4) select bytes from an
+#: 8-byte table of the high bytes of the values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and from one of their low bytes, and a third
+#: permute pairs them; each code's sign bit is moved to its value's bit 15 by a permute of the input (shifted 4 bits for
+#: low nibbles) and ORed in by a lop3. 20 instructions for 8 values.
+_E2M1_PTX = """{{
+.reg .b32 th0, th1, tl0, tl1, sel, h, l, x4, sg;
+mov.b32 th0, {th0};
+mov.b32 th1, {th1};
+mov.b32 tl0, {tl0};
+mov.b32 tl1, {tl1};
+and.b32 sel, $4, 0x7777;
+prmt.b32 h, th0, th1, sel;
+prmt.b32 l, tl0, tl1, sel;
+prmt.b32 $0, l, h, 0x6240;
+prmt.b32 $2, l, h, 0x7351;
+shr.u32 sel, $4, 16;
+and.b32 sel, sel, 0x7777;
+prmt.b32 h, th0, th1, sel;
+prmt.b32 l, tl0, tl1, sel;
+prmt.b32 $1, l, h, 0x6240;
+prmt.b32 $3, l, h, 0x7351;
+shl.b32 x4, $4, 4;
+prmt.b32 sg, x4, 0, 0x1000;
+lop3.b32 $0, $0, sg, 0x80008000, 0xf8;
+prmt.b32 sg, $4, 0, 0x1000;
+lop3.b32 $2, $2, sg, 0x80008000, 0xf8;
+prmt.b32 sg, x4, 0, 0x3222;
+lop3.b32 $1, $1, sg, 0x80008000, 0xf8;
+prmt.b32 sg, $4, 0, 0x3222;
+lop3.b32 $3, $3, sg, 0x80008000, 0xf8;
+}}"""
+#: bfloat16 0, 0.5, 1, 1.5, 2, 3, 4, 6: high bytes 00 3F 3F 3F 40 40 40 40, low bytes 00 00 80 C0 00 40 80 C0.
+E2M1_BF16_PTX = tl.constexpr(_E2M1_PTX.format(th0="0x3F3F3F00", th1="0x40404040", tl0="0xC0800000", tl1="0xC0804000"))
+#: float16 0, 0.5, 1, 1.5, 2, 3, 4, 6: high bytes 00 38 3C 3E 40 42 44 46, low bytes all 0.
+E2M1_FP16_PTX = tl.constexpr(_E2M1_PTX.format(th0="0x3E3C3800", th1="0x46444240", tl0="0", tl1="0"))
+
+
 @triton.jit
 def unpacked_codes(raw):
     """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as int32 [BLOCK_N, 2 BYTES]."""
@@ -217,6 +265,24 @@ def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
 
 
 @triton.jit
+def e2m1_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
+    """Packed e2m1 codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as their exact ``dtype`` values
+    (bfloat16 or float16), [BLOCK_N, 2 BYTES]: with ``W_PTX`` by table lookup (:data:`E2M1_BF16_PTX` /
+    :data:`E2M1_FP16_PTX`), else through float16 bits and float32."""
+    if W_PTX:
+        if dtype == tl.bfloat16:
+            lo, hi = tl.inline_asm_elementwise(E2M1_BF16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
+                                               pack=4)
+        else:
+            lo, hi = tl.inline_asm_elementwise(E2M1_FP16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.float16, tl.float16), is_pure=True,
+                                               pack=4)
+        values = tl.interleave(lo, hi)
+    else:
+        values = (e2m1_times_2_pow_minus_14(unpacked_codes(raw)).to(tl.float32) * 16384.0).to(dtype)
+    return values
+
+
+@triton.jit
 def int4_minus_zero(raw, zero, dtype: tl.constexpr, W_PTX: tl.constexpr):
     """Packed 4-bit codes (:func:`biased_int4`) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
     float16): bias + code, less bias + zero in ``dtype``. Every value involved is a small integer, so the result is
@@ -234,7 +300,8 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
                     W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr,
                     BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
-    when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0. With SCALE_AFTER_DOT (one
+    when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0; e2m1 codes made exact ``dtype`` values
+    (``W_CODES`` 3: :func:`e2m1_values`, by PTX with ``W_PTX``) are scaled in ``dtype``. With SCALE_AFTER_DOT (one
     group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit
     integer codes are then returned as ``dtype`` (:func:`int4_minus_zero`, by PTX with ``W_PTX``)."""
     if W_PACKED:
@@ -250,8 +317,10 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         else:
             zero = tl.zeros((BLOCK_N,), tl.float32)
         values = int4_minus_zero(raw, zero, dtype, W_PTX)
-    elif W_CODES == 1:  # e2m1: sign and the 3 exponent/mantissa bits moved into a float16 (times 2^-14)
-        values = as_float16(((codes & 8) << 12) | ((codes & 7) << 9)).to(tl.float32)
+    elif W_CODES == 3:  # e2m1 as exact dtype values, scaled in dtype below
+        values = e2m1_values(raw, dtype, W_PTX)
+    elif W_CODES == 1:  # e2m1 (times 2^-14)
+        values = e2m1_times_2_pow_minus_14(codes).to(tl.float32)
     elif W_CODES == 2:  # e4m3 bits (times 2^-8)
         values = e4m3_times_2_pow_minus_8(codes)
     elif SCALE_AFTER_DOT or W_ZERO == 2:
@@ -269,11 +338,11 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         if W_ZERO == 2:
             values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[:, None]
         if not SCALE_AFTER_DOT:
-            values = values * group_scales(s_ptrs + group * stride_bsk, n_ok, global_scale, W_CODES, W_SCALE)[:, None]
+            values = values * group_scales(s_ptrs + group * stride_bsk, n_ok, global_scale, W_CODES, W_SCALE).to(values.dtype)[:, None]
     else:  # GROUPS_PER_TILE whole groups along K (a compiled kernel traces both branches: no early return)
         groups = k0 // W_GROUP + tl.arange(0, GROUPS_PER_TILE)
         g_ok = n_ok[:, None] & (groups[None, :] * W_GROUP < K)
-        scale = group_scales(s_ptrs[:, None] + groups[None, :] * stride_bsk, g_ok, global_scale, W_CODES, W_SCALE)
+        scale = group_scales(s_ptrs[:, None] + groups[None, :] * stride_bsk, g_ok, global_scale, W_CODES, W_SCALE).to(values.dtype)
         if W_ZERO == 2:
             zero = tl.load(z_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
             values = per_group(values, zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 0)
@@ -489,8 +558,8 @@ def moe_gemm_kernel(
     w_z_ptrs = b_zero_ptr + expert * stride_bse + (offs_n // W_GROUP_N) * stride_bsn
     w_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
     w_z_up_ptrs = b_zero_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
-    global_scale = 1.0
-    if W_GLOBAL:
+    global_scale = 1.0  # folded into the weight scales, except for exact e2m1 values (W_CODES 3): after the K loop
+    if W_GLOBAL and W_CODES != 3:
         global_scale = tl.load(b_global_ptr + expert)
     acc_dtype: tl.constexpr = tl.int32 if INT8 else tl.float32
     if SWAP_AB:  # accumulated transposed, [BLOCK_N, BLOCK_M], and transposed back after the K loop
@@ -586,6 +655,9 @@ def moe_gemm_kernel(
         acc_up = tl.trans(acc_up)
     out = acc.to(tl.float32)
     out_up = acc_up.to(tl.float32)
+    if W_GLOBAL and W_CODES == 3:
+        out = out * tl.load(b_global_ptr + expert)
+        out_up = out_up * tl.load(b_global_ptr + expert)
     if SCALES == 1:
         if QUANT_IN == 1:
             a_s = a_row_scale[:, None]

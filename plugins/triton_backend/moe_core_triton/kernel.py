@@ -122,7 +122,7 @@ class WeightOnly:
     """How the GEMMs dequantize the codes of a weight-only scheme (the ``W_*`` constexprs of the GEMM)."""
 
     packed: bool  # two 4-bit codes per byte along K
-    codes: int  # 0 integers, 1 e2m1, 2 e4m3 bits (fp8 weights read as uint8)
+    codes: int  # 0 integers, 1 e2m1, 2 e4m3 bits (fp8 weights read as uint8); see codes_for
     zero: int  # 0 none, 1 the implicit 8 of symmetric int4, 2 a uint8 zero-point tensor
     scale: int  # 0 float32, 1 e4m3 bits (nvfp4), 2 e8m0 bits (mxfp4)
     global_scale: bool  # a float32 scale per expert (nvfp4)
@@ -131,6 +131,19 @@ class WeightOnly:
 
     def group_for(self, k: int) -> int:
         return k if self.group == -1 else self.group
+
+    def codes_for(self, dtype: torch.dtype) -> int:
+        """``W_CODES`` for activations of ``dtype``: e2m1 codes become exact 16-bit values scaled in 16 bits (3) where
+        their scales are exact in ``dtype`` too: e8m0 (mxfp4) in bfloat16 only, e4m3 (nvfp4) in both; float16 with
+        e8m0 scales keeps the float32 scaling (1)."""
+        if self.codes == 1 and (self.scale == 1 or dtype == torch.bfloat16):
+            return 3
+        return self.codes
+
+    def uses_ptx(self, dtype: torch.dtype) -> bool:
+        """Whether the values are made by inline PTX where the GEMM is compiled for an NVIDIA GPU (see :data:`NVIDIA_PTX`):
+        int4 codes with zero points, and e2m1 codes made exact 16-bit values."""
+        return self.packed and ((self.codes == 0 and self.zero == 2) or self.codes_for(dtype) == 3)
 
     def block_k(self, wanted: int, k: int) -> int:
         """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly."""
@@ -487,10 +500,11 @@ class TritonKernel(MoEKernel):
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
             GROUP_N=BLOCK_SCALE_GROUP, GROUP_K=BLOCK_SCALE_GROUP, ONE_B_SCALE=self._one_weight_scale_per_tile(lc, gated),
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
-            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes, W_ZERO=wo.zero, W_SCALE=wo.scale,
+            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes_for(self.config.dtype), W_ZERO=wo.zero,
+            W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
-            W_PTX=NVIDIA_PTX and wo.packed and wo.codes == 0 and wo.zero == 2,  # int4 with zero points (see NVIDIA_PTX)
+            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
             **routes,

@@ -19,7 +19,7 @@ from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
-from moe_core_triton.gemm import int4_minus_zero, int_codes_minus
+from moe_core_triton.gemm import e2m1_values, int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -216,19 +216,49 @@ def test_integer_codes_become_float32_exactly_without_a_conversion(bias):
     assert torch.equal(out.cpu(), codes.float() - bias)
 
 
+#: Every e2m1 value by its 3 magnitude bits (the sign is bit 3).
+E2M1_MAGNITUDES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+@triton.jit
+def _e2m1_values_kernel(codes_ptr, out_ptr, DTYPE: tl.constexpr, W_PTX: tl.constexpr):
+    rows, cols = tl.arange(0, 16), tl.arange(0, 256)
+    raw = tl.load(codes_ptr + rows[:, None] * 256 + cols[None, :])
+    tl.store(out_ptr + rows[:, None] * 512 + tl.arange(0, 512)[None, :], e2m1_values(raw, DTYPE, W_PTX))
+
+
+@pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["float16 bits", "PTX"][: 2 if GPU else 1])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_e2m1_codes_become_their_exact_16_bit_values(dtype, ptx):
+    """fp4 decode and prefill tiles make e2m1 codes 16-bit values (gemm.e2m1_values), through float16 bits or, compiled
+    for a GPU, by table lookup in PTX: every packed byte (low nibble first), in every position of a tile, gives the
+    code's value with its sign (the zero of code 8 negative)."""
+    codes = (torch.arange(256, dtype=torch.int32)[None, :] + 17 * torch.arange(16)[:, None]) % 256  # each byte everywhere
+    out = torch.empty(16, 512, dtype=dtype, device=DEVICE)
+    _e2m1_values_kernel[(1,)](codes.to(torch.uint8).to(DEVICE), out, DTYPE=tl.bfloat16 if dtype == torch.bfloat16 else tl.float16,
+                              W_PTX=ptx)
+    nibbles = torch.stack([codes & 15, codes >> 4], dim=-1).reshape(16, 512)
+    want = torch.where(nibbles >= 8, -1.0, 1.0) * E2M1_MAGNITUDES[nibbles & 7]
+    assert torch.equal(out.cpu().view(torch.int16), want.to(dtype).view(torch.int16))  # bits: -0.0 included
+
+
+@pytest.mark.parametrize("dtype", DTYPES if GPU else [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
-def test_int4_values_by_ptx_only_for_zero_point_codes_compiled_for_nvidia(name, monkeypatch):
-    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make int4 values by PTX (W_PTX) for codes with zero
-    points only, where it measured faster; symmetric int4 and every other code keep the integer operations; the
-    interpreter (the CPU tests) never gets PTX."""
+def test_values_by_ptx_for_zero_point_int4_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
+    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make 4-bit values by PTX (W_PTX) where it measured
+    faster: int4 codes with zero points, and e2m1 codes whose scales are exact in the activations' dtype (W_CODES 3:
+    nvfp4's e4m3 in both, mxfp4's e8m0 in bfloat16 only); symmetric int4 and every other code keep the integer
+    operations; the interpreter (the CPU tests) never gets PTX."""
     from moe_core_triton import kernel as kernel_module
     from moe_core_triton.compile_check import launches_of
 
-    def ptx_flags():
-        return {dict(launch.options)["W_PTX"] for launch in launches_of(name, 1, False, torch.float16, (256, 128))
+    def flags(option):
+        return {dict(launch.options)[option] for launch in launches_of(name, 1, False, dtype, (256, 128))
                 if launch.name == "moe_gemm_kernel"}
 
+    exact_e2m1 = name == "nvfp4-w4a16" or (name == "mxfp4" and dtype == torch.bfloat16)
+    assert flags("W_CODES") == {3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes}
     if not GPU:
-        assert ptx_flags() == {False}
+        assert flags("W_PTX") == {False}
     monkeypatch.setattr(kernel_module, "NVIDIA_PTX", True)
-    assert ptx_flags() == {name == "w4a16-zp"}
+    assert flags("W_PTX") == {name == "w4a16-zp" or exact_e2m1}
