@@ -34,7 +34,7 @@ from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_tabl
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
 from moe_core_triton.launch import Launcher, hooks_idle, recording
 from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
-from moe_core_triton.reduce import topk_sum
+from moe_core_triton.reduce import cast_into, topk_sum, zero_
 from moe_core_triton.replay import Replay
 from moe_core_triton.scratch import POOL, fresh_allocations, new_empty
 
@@ -72,7 +72,8 @@ SUM_TILE_ELEMENTS = 4096
 #: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. Decode tiles of int4 codes with zero points (w4a16-zp) then
 #: make their values by PTX (``W_PTX`` in gemm.py): 9 to 31% faster on the H100 at 1 to 64 tokens; for symmetric int4
 #: codes it measured 10% slower at 16 tokens and 5 to 7% at 64 (docs/benchmarks/weight-only-h100.md), so they keep the
-#: integer operations.
+#: integer operations. e2m1 codes made exact 16-bit values (``W_CODES`` 3, :meth:`WeightOnly.codes_for`) are looked up
+#: by PTX at every size.
 NVIDIA_PTX = hasattr(moe_gemm_kernel, "device_caches") and torch.version.hip is None
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
@@ -296,11 +297,8 @@ class TritonKernel(MoEKernel):
                 self.reduce, self.pair_table_max_pairs)
 
     def _record(self, launches: list, weights: ExpertWeights, inputs: tuple, out: torch.Tensor, fresh: list) -> Replay | bool | None:
-        """The replay of a forward that made ``launches`` and allocated ``fresh``: False where none can be made (a split-K
-        GEMM1, whose partial sums a torch operation zeroes, or what :meth:`Replay.record` refuses), None where only
-        launch hooks prevented it."""
-        if any(launcher is self._gated_rows for launcher, _, _ in launches):
-            return False
+        """The replay of a forward that made ``launches`` and allocated ``fresh``: False where none can be made (what
+        :meth:`Replay.record` refuses), None where only launch hooks prevented it."""
         replay = Replay.record(launches, weights, inputs, out, kept=(self.routing_errors.buffer(out.device),), fresh=fresh)
         if replay is None:
             return None if not hooks_idle() else False
@@ -367,7 +365,7 @@ class TritonKernel(MoEKernel):
             inter = torch.zeros((rows, i), dtype=cfg.dtype, device=device) if self._zero_intermediate else empty((rows, i), cfg.dtype, device)
             self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, inter, table, row_div=row_div, up_offset=i, **w)
         else:
-            partial = empty((rows, 2 * i), torch.float32, device).zero_()
+            partial = zero_(empty((rows, 2 * i), torch.float32, device))
             self._gemm(g, a, a_scale, weights.w13, weights.w13_scale, partial, table, row_div=row_div, up_offset=i, n=i, **w)
             inter = empty((rows, i), cfg.dtype, device)
             self._gated_rows((rows, cdiv(i, GATED_BLOCK_N)), partial, inter, i, cfg.swiglu_limit or 0.0, partial.stride(0), inter.stride(0))
@@ -387,9 +385,9 @@ class TritonKernel(MoEKernel):
             return out_rows.view(batched_shape)
         tokens = rows // cfg.top_k
         if self._atomic(g.config, batched=False):
-            out = torch.zeros((tokens, h), dtype=torch.float32, device=device)
-            self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, out, table, row_div=1, c_row_div=cfg.top_k, **w)
-            return out.to(cfg.dtype)
+            sums = zero_(empty((tokens, h), torch.float32, device))
+            self._gemm(g, a, a_scale, weights.w2, weights.w2_scale, sums, table, row_div=1, c_row_div=cfg.top_k, **w)
+            return cast_into(sums, torch.empty((tokens, h), dtype=cfg.dtype, device=device))
         out_rows = empty((rows, h), cfg.dtype, device)
         if g.sums_pairs:
             out = torch.empty((tokens, h), dtype=cfg.dtype, device=device)

@@ -4,6 +4,10 @@ A pair whose expert id is invalid or remote (see :func:`moe_core_triton.blocks.l
 no GEMM2 row — its row of the buffer was never written — so it is masked here instead of summed.
 A pass after GEMM2 sums (:func:`topk_sum`), or, in a forward of few pairs, GEMM2 itself: the last program
 of each column tile (:func:`sum_pairs_if_last`).
+
+Launches that add into float32 sums with atomics (split K, the "atomic" reduction) need them zeroed first
+(:func:`zero_`) and, for the layer's output, cast to its dtype after (:func:`cast_into`): two small launches rather
+than torch operations, so an eager forward that makes them can still be replayed (:mod:`moe_core_triton.replay`).
 """
 
 from __future__ import annotations
@@ -82,3 +86,38 @@ def topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, num_experts: int, num_l
             rows.stride(0), out.stride(0),
         )
     return out
+
+
+#: Elements per program of :func:`zero_` and :func:`cast_into` (8 per thread with 4 warps).
+FLAT_BLOCK = 1024
+
+
+@triton.jit
+def _zero_kernel(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.zeros((BLOCK,), ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def _cast_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=ok).to(dst_ptr.dtype.element_ty), mask=ok)
+
+
+_ZERO = Launcher(_zero_kernel, num_warps=4, BLOCK=FLAT_BLOCK)
+_CAST = Launcher(_cast_kernel, num_warps=4, BLOCK=FLAT_BLOCK)
+
+
+def zero_(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (contiguous) filled with zeros by a launch; returns ``t``."""
+    if t.numel():
+        _ZERO((cdiv(t.numel(), FLAT_BLOCK),), t, t.numel())
+    return t
+
+
+def cast_into(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """``dst`` (contiguous, shaped like ``src``, contiguous too) holding ``src``'s values in its dtype, by a launch; returns ``dst``."""
+    if src.numel():
+        _CAST((cdiv(src.numel(), FLAT_BLOCK),), src, dst, src.numel())
+    return dst

@@ -28,7 +28,7 @@ A tensor descriptor must be of a weight tensor; each call makes it anew for the 
 descriptor, which would keep the weights alive). Every launch must be direct
 (:meth:`~moe_core_triton.launch.Launcher.direct`), and the output must be an argument of a launch. A forward whose GPU work includes any other tensor (a zeroed buffer, a copy
 of a strided input) therefore gets no record. A torch operation that changes a buffer in place cannot be seen here;
-kernel.py records no forward that makes one (split K).
+kernel.py makes none in a forward it records (split-K sums are zeroed and cast by launches: moe_core_triton.reduce).
 """
 
 from __future__ import annotations

@@ -225,19 +225,37 @@ def test_replayed_forwards_equal_full_forwards_bit_for_bit(name, replay_calls):
     oracle = ReferenceKernel(cfg, *sch.keys)
     weights, oracle_weights = kernel.prepare_weights(raw), oracle.prepare_weights(raw)
     expert_map = torch.tensor([0, -1, 1, 2, -1, 3, 4, 5, 6, -1, 7, 8, 9, 10, 11, -1], device=DEVICE)
-    replayable = 0
     for tokens in (1, 3, 16, 40, 300, 3000):
         for emap in (None, expert_map):
-            g1, _ = kernel._gemm_launches(torch.device(DEVICE), tokens * cfg.top_k, tokens, True, False, emap is not None)
-            replayable += 2 * (g1.config.SPLIT_K == 1)  # a split-K GEMM1 runs in full (its partial sums are zeroed by torch)
             for seed in range(4):  # the first call runs in full, the second records, the last two replay
                 x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=100 * tokens + seed)
                 got = kernel.apply(x, weights, routing, expert_map=emap)
                 assert torch.equal(got, full.apply(x, weights, routing, expert_map=emap)), (tokens, emap is not None, seed)
                 want = oracle.apply(x, oracle_weights, routing, expert_map=emap)
                 assert relative_error(got, want) <= tolerance(sch.activation_key, cfg.dtype)
-    assert replayable >= 18 and replay_calls == [True] * replayable
+    assert replay_calls == [True] * 24
     assert full._replays == {}  # replays = False: every forward ran in full, none recorded
+
+
+@needs_gpu
+@pytest.mark.parametrize("variant", ["split-k", "atomic"])
+@pytest.mark.parametrize("name", ["unquantized", "mxfp4"])
+def test_forwards_that_add_with_atomics_are_replayed(name, variant, replay_calls):
+    """Split-K forwards, and GEMM2's "atomic" reduction, zero their float32 sums and cast the layer's output by launches
+    (moe_core_triton.reduce), so they are replayed too; their atomics add in any order, so a replay is compared with the
+    full forward within rounding."""
+    sch = quant.scheme(name)
+    cfg = MoEConfig(num_experts=16, top_k=4, hidden_size=256, intermediate_size=128, dtype=torch.bfloat16)
+    kernel_cls = with_launch_fields(TritonKernel, SPLIT_K=3) if variant == "split-k" else TritonKernel
+    kernel, full = kernel_cls(cfg, *sch.keys), _full(kernel_cls(cfg, *sch.keys))
+    kernel.reduce = full.reduce = "atomic" if variant == "atomic" else kernel.reduce
+    weights = kernel.prepare_weights(random_layer(cfg, sch, device=DEVICE, seed=2))
+    for tokens in (1, 16, 300):
+        for seed in range(4):  # the first call runs in full, the second records, the last two replay
+            x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=100 * tokens + seed)
+            got, want = kernel.apply(x, weights, routing), full.apply(x, weights, routing)
+            assert relative_error(got, want) <= 1e-2, (tokens, seed)
+    assert replay_calls == [True] * 6
 
 
 def _small_bf16_layer(tokens: int):
