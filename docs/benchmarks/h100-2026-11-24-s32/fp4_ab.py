@@ -1,7 +1,9 @@
-"""In-process A/B of the fp4 weight-only GEMMs (session 32): the plugin before (moe_core_triton_old: HEAD 767cce1, e2m1
-codes made float16 bits, then float32, scaled in float32, global scale folded into every weight) against now (W_CODES
-3: gemm.e2m1_values by a PTX table lookup, scaled in bfloat16, nvfp4's global scale once after the K loop). Same layer,
-weights and inputs; replays alternated. Microseconds per forward, medians of 5 rounds:
+"""In-process A/B of the fp4 and fp8 weight-only GEMMs (session 32): the plugin before (moe_core_triton_old: HEAD 767cce1,
+e2m1 and e4m3 codes made float16 bits, then float32, scaled in float32, nvfp4's global scale folded into every weight)
+against now (W_CODES 3: gemm.e2m1_values by a PTX table lookup, scaled in bfloat16, nvfp4's global scale once after the
+K loop; call 5: e4m3 codes made exact 16-bit values by gemm.e4m3_values in PTX). Same layer, weights and inputs; replays
+alternated. Call 1 ran the fp4 cases, call 5 the fp8 ones (``python fp4_ab.py fp8-w8a16 fp8-block-w8a16``). Microseconds
+per forward, medians of 5 rounds:
   graph: one forward's CUDA graph, the L2 emptied by reading 256 MB before each replay;
   layers: (at most 64 tokens) a CUDA graph of L forwards, each routed to experts the others do not touch, per forward.
 "max diff" is the largest |old - new| over the output's largest |value| (0: bit-identical; split-K atomics may reorder
@@ -18,7 +20,9 @@ from decode_timing import FLUSH, batch, disjoint_routings, events_median, graph 
 BF16 = torch.bfloat16
 CASES = [(p, s, t, BF16) for p in ("qwen3-30b-a3b", "mixtral-8x7b") for s in ("mxfp4", "nvfp4-w4a16") for t in (1, 16, 64, 4096)] + \
         [("gpt-oss-20b", "mxfp4", t, BF16) for t in (1, 16, 64, 4096)] + \
-        [("qwen3-30b-a3b", "nvfp4-w4a16", 16, torch.float16), ("mixtral-8x7b", "nvfp4-w4a16", 16, torch.float16)]
+        [("qwen3-30b-a3b", "nvfp4-w4a16", 16, torch.float16), ("mixtral-8x7b", "nvfp4-w4a16", 16, torch.float16)] + \
+        [(p, s, t, BF16) for p in ("qwen3-30b-a3b", "mixtral-8x7b") for s in ("fp8-w8a16", "fp8-block-w8a16") for t in (1, 16, 64, 4096)] + \
+        [("qwen3-30b-a3b", "fp8-w8a16", 16, torch.float16)]
 only = sys.argv[1:]  # optional filters: preset, scheme or token count
 print("case | graph old -> new | layers old -> new | max diff")
 for preset, name, tokens, dtype in CASES:

@@ -35,10 +35,10 @@ Weight-only schemes (``W_ONLY``, 16-bit activations): each B tile is dequantized
 the K loop — never a dequantized copy in memory — and fed to the 16-bit MMA with float32
 accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes per byte along K
 (element 2j in the low nibble); ``W_CODES`` says what a code is: an integer (0), e2m1 (1), the
-bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed), or e2m1 made exact 16-bit values
-and scaled in 16 bits (3: where the scales are exact in the activations' dtype; the per-expert global scale then
-multiplies the accumulator after the K loop); e2m1 (1) and e4m3 codes become float16 by moving their bits (the
-exponent-bias difference folds into the scale). The
+bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed; made exact 16-bit values by moving
+their bits), or e2m1 made exact 16-bit values and scaled in 16 bits (3: where the scales are exact in the activations'
+dtype; the per-expert global scale then multiplies the accumulator after the K loop); e2m1 codes scaled in float32 (1)
+become float16 by moving their bits (the exponent-bias difference folds into the scale). The
 codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, each byte once) and
 the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is). Value = (code -
 zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
@@ -149,12 +149,10 @@ def per_group(values, factors, GROUPS: tl.constexpr, W_GROUP: tl.constexpr, BLOC
 
 @triton.jit
 def code_factor(W_CODES: tl.constexpr):
-    """What the float16 bit tricks of :func:`dequantize_tile` leave out of the code values: 2^14 for e2m1,
-    2^8 for e4m3; folded into the scales."""
+    """What the float16 bit trick of :func:`dequantize_tile` leaves out of e2m1 values (``W_CODES`` 1): 2^14, folded
+    into the scales; every other code's values are exact."""
     if W_CODES == 1:
         factor = 16384.0
-    elif W_CODES == 2:
-        factor = 256.0
     else:
         factor = 1.0
     return factor
@@ -231,6 +229,42 @@ lop3.b32 $3, $3, sg, 0x80008000, 0xf8;
 E2M1_BF16_PTX = tl.constexpr(_E2M1_PTX.format(th0="0x3F3F3F00", th1="0x40404040", tl0="0xC0800000", tl1="0xC0804000"))
 #: float16 0, 0.5, 1, 1.5, 2, 3, 4, 6: high bytes 00 38 3C 3E 40 42 44 46, low bytes all 0.
 E2M1_FP16_PTX = tl.constexpr(_E2M1_PTX.format(th0="0x3E3C3800", th1="0x46444240", tl0="0", tl1="0"))
+
+
+#: PTX turning four e4m3 bytes ($2) into their exact 16-bit float values ($0: bytes 0 and 1, $1: bytes 2 and 3): a byte
+#: permute puts each byte in the low byte of a 16-bit half with its sign bit repeated over the high byte, a shift and a
+#: mask move the exponent and mantissa bits into place with one sign bit (the value / 2^8 as a float16, / 2^120 as a
+#: bfloat16, subnormals to subnormals), and a multiply by 2^8 or 2^120 (an fma adding -0, which sm_80 has for bfloat16
+#: too) makes the value, exactly. Five instructions for two values.
+_E4M3_PTX = """{{
+.reg .b32 s, f, z;
+mov.b32 f, {factor};
+mov.b32 z, 0x80008000;
+prmt.b32 s, $2, 0, 0x9180;
+shl.b32 s, s, {shift};
+and.b32 s, s, {mask};
+fma.rn.{kind} $0, s, f, z;
+prmt.b32 s, $2, 0, 0xB3A2;
+shl.b32 s, s, {shift};
+and.b32 s, s, {mask};
+fma.rn.{kind} $1, s, f, z;
+}}"""
+E4M3_BF16_PTX = tl.constexpr(_E4M3_PTX.format(shift=4, mask="0x87F087F0", factor="0x7B807B80", kind="bf16x2"))
+E4M3_FP16_PTX = tl.constexpr(_E4M3_PTX.format(shift=7, mask="0xBF80BF80", factor="0x5C005C00", kind="f16x2"))
+
+
+@triton.jit
+def e4m3_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
+    """e4m3 bytes (uint8) as their exact ``dtype`` values (bfloat16 or float16), same shape: with ``W_PTX`` by
+    :data:`E4M3_BF16_PTX` / :data:`E4M3_FP16_PTX`, else through float16 bits and float32."""
+    if W_PTX:
+        if dtype == tl.bfloat16:
+            values = tl.inline_asm_elementwise(E4M3_BF16_PTX, "=r,=r,r", [raw], dtype=tl.bfloat16, is_pure=True, pack=4)
+        else:
+            values = tl.inline_asm_elementwise(E4M3_FP16_PTX, "=r,=r,r", [raw], dtype=tl.float16, is_pure=True, pack=4)
+    else:
+        values = e4m3_value(raw.to(tl.int32)).to(dtype)
+    return values
 
 
 @triton.jit
@@ -321,8 +355,10 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         values = e2m1_values(raw, dtype, W_PTX)
     elif W_CODES == 1:  # e2m1 (times 2^-14)
         values = e2m1_times_2_pow_minus_14(codes).to(tl.float32)
-    elif W_CODES == 2:  # e4m3 bits (times 2^-8)
-        values = e4m3_times_2_pow_minus_8(codes)
+    elif W_CODES == 2:  # e4m3 bits: exact dtype values, scaled in float32 below
+        values = e4m3_values(raw, dtype, W_PTX)
+        if not SCALE_AFTER_DOT:
+            values = values.to(tl.float32)
     elif SCALE_AFTER_DOT or W_ZERO == 2:
         # Converted: unscaled 8-bit codes go to 16 bits next, which Triton does by bit tricks itself; with zero points
         # int_codes_minus measured slower on the H100 (docs/benchmarks/weight-only-h100.md).

@@ -72,8 +72,8 @@ SUM_TILE_ELEMENTS = 4096
 #: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. Decode tiles of int4 codes with zero points (w4a16-zp) then
 #: make their values by PTX (``W_PTX`` in gemm.py): 9 to 31% faster on the H100 at 1 to 64 tokens; for symmetric int4
 #: codes it measured 10% slower at 16 tokens and 5 to 7% at 64 (docs/benchmarks/weight-only-h100.md), so they keep the
-#: integer operations. e2m1 codes made exact 16-bit values (``W_CODES`` 3, :meth:`WeightOnly.codes_for`) are looked up
-#: by PTX at every size.
+#: integer operations. e4m3 codes, and e2m1 codes made exact 16-bit values (``W_CODES`` 3,
+#: :meth:`WeightOnly.codes_for`), are made by PTX at every size.
 NVIDIA_PTX = hasattr(moe_gemm_kernel, "device_caches") and torch.version.hip is None
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
@@ -143,8 +143,8 @@ class WeightOnly:
 
     def uses_ptx(self, dtype: torch.dtype) -> bool:
         """Whether the values are made by inline PTX where the GEMM is compiled for an NVIDIA GPU (see :data:`NVIDIA_PTX`):
-        int4 codes with zero points, and e2m1 codes made exact 16-bit values."""
-        return self.packed and ((self.codes == 0 and self.zero == 2) or self.codes_for(dtype) == 3)
+        int4 codes with zero points, e4m3 codes, and e2m1 codes made exact 16-bit values."""
+        return (self.packed and self.codes == 0 and self.zero == 2) or self.codes_for(dtype) in (2, 3)
 
     def block_k(self, wanted: int, k: int) -> int:
         """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly."""

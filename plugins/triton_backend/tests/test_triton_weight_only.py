@@ -19,7 +19,7 @@ from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
-from moe_core_triton.gemm import e2m1_values, int4_minus_zero, int_codes_minus
+from moe_core_triton.gemm import e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -242,12 +242,32 @@ def test_e2m1_codes_become_their_exact_16_bit_values(dtype, ptx):
     assert torch.equal(out.cpu().view(torch.int16), want.to(dtype).view(torch.int16))  # bits: -0.0 included
 
 
+@triton.jit
+def _e4m3_values_kernel(codes_ptr, out_ptr, DTYPE: tl.constexpr, W_PTX: tl.constexpr):
+    offs = tl.arange(0, 16)[:, None] * 256 + tl.arange(0, 256)[None, :]
+    tl.store(out_ptr + offs, e4m3_values(tl.load(codes_ptr + offs), DTYPE, W_PTX))
+
+
+@pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["float16 bits", "PTX"][: 2 if GPU else 1])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_e4m3_codes_become_their_exact_16_bit_values(dtype, ptx):
+    """fp8 weight-only tiles make e4m3 bytes 16-bit values (gemm.e4m3_values), through float16 bits or, compiled for a
+    GPU, in PTX: every byte but the two NaNs, in every position of a tile, gives torch's float8_e4m3fn value, subnormals
+    and -0.0 included."""
+    codes = ((torch.arange(256)[None, :] + 17 * torch.arange(16)[:, None]) % 256).to(torch.uint8)
+    out = torch.empty(16, 256, dtype=dtype, device=DEVICE)
+    _e4m3_values_kernel[(1,)](codes.to(DEVICE), out, DTYPE=tl.bfloat16 if dtype == torch.bfloat16 else tl.float16, W_PTX=ptx)
+    want = codes.view(torch.float8_e4m3fn).to(dtype)
+    number = (codes & 0x7F) != 0x7F
+    assert torch.equal(out.cpu().view(torch.int16)[number], want.view(torch.int16)[number])
+
+
 @pytest.mark.parametrize("dtype", DTYPES if GPU else [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
-def test_values_by_ptx_for_zero_point_int4_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
-    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make 4-bit values by PTX (W_PTX) where it measured
-    faster: int4 codes with zero points, and e2m1 codes whose scales are exact in the activations' dtype (W_CODES 3:
-    nvfp4's e4m3 in both, mxfp4's e8m0 in bfloat16 only); symmetric int4 and every other code keep the integer
+def test_values_by_ptx_for_zero_point_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
+    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make values by PTX (W_PTX) where it measured faster:
+    int4 codes with zero points, e4m3 codes, and e2m1 codes whose scales are exact in the activations' dtype (W_CODES 3:
+    nvfp4's e4m3 in both, mxfp4's e8m0 in bfloat16 only); symmetric int4 and integer codes keep the integer
     operations; the interpreter (the CPU tests) never gets PTX."""
     from moe_core_triton import kernel as kernel_module
     from moe_core_triton.compile_check import launches_of
@@ -261,4 +281,4 @@ def test_values_by_ptx_for_zero_point_int4_and_exact_e2m1_codes_compiled_for_nvi
     if not GPU:
         assert flags("W_PTX") == {False}
     monkeypatch.setattr(kernel_module, "NVIDIA_PTX", True)
-    assert flags("W_PTX") == {name == "w4a16-zp" or exact_e2m1}
+    assert flags("W_PTX") == {name in ("w4a16-zp", "fp8-w8a16", "fp8-block-w8a16") or exact_e2m1}
