@@ -275,6 +275,18 @@ def unpacked_codes(raw):
 
 
 @triton.jit
+def nibble_values_by_ptx(raw, dtype: tl.constexpr, BF16_PTX: tl.constexpr, FP16_PTX: tl.constexpr):
+    """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as ``dtype`` values
+    [BLOCK_N, 2 BYTES] by the PTX for ``dtype`` (bfloat16 or float16), which turns four bytes ($4) into the values of
+    their low nibbles ($0: bytes 0 and 1, $1: bytes 2 and 3) and of their high nibbles ($2, $3)."""
+    if dtype == tl.bfloat16:
+        lo, hi = tl.inline_asm_elementwise(BF16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+    else:
+        lo, hi = tl.inline_asm_elementwise(FP16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+    return tl.interleave(lo, hi)
+
+
+@triton.jit
 def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as ``dtype`` values
     bias + code, [BLOCK_N, 2 BYTES], with no integer-to-float conversion (a quarter-rate instruction per element): the
@@ -282,13 +294,7 @@ def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     for an NVIDIA GPU; the interpreter runs no PTX) by :data:`INT4_BF16_PTX` / :data:`INT4_FP16_PTX`, one instruction a
     value; else nibble by nibble in 32-bit integers."""
     if W_PTX:
-        if dtype == tl.bfloat16:
-            lo, hi = tl.inline_asm_elementwise(INT4_BF16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
-                                               pack=4)
-        else:
-            lo, hi = tl.inline_asm_elementwise(INT4_FP16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.float16, tl.float16), is_pure=True,
-                                               pack=4)
-        values = tl.interleave(lo, hi)
+        values = nibble_values_by_ptx(raw, dtype, INT4_BF16_PTX, INT4_FP16_PTX)
     else:
         codes = unpacked_codes(raw)
         if dtype == tl.bfloat16:
@@ -304,13 +310,7 @@ def e2m1_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     (bfloat16 or float16), [BLOCK_N, 2 BYTES]: with ``W_PTX`` by table lookup (:data:`E2M1_BF16_PTX` /
     :data:`E2M1_FP16_PTX`), else through float16 bits and float32."""
     if W_PTX:
-        if dtype == tl.bfloat16:
-            lo, hi = tl.inline_asm_elementwise(E2M1_BF16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
-                                               pack=4)
-        else:
-            lo, hi = tl.inline_asm_elementwise(E2M1_FP16_PTX, "=r,=r,=r,=r,r", [raw], dtype=(tl.float16, tl.float16), is_pure=True,
-                                               pack=4)
-        values = tl.interleave(lo, hi)
+        values = nibble_values_by_ptx(raw, dtype, E2M1_BF16_PTX, E2M1_FP16_PTX)
     else:
         values = (e2m1_times_2_pow_minus_14(unpacked_codes(raw)).to(tl.float32) * 16384.0).to(dtype)
     return values
