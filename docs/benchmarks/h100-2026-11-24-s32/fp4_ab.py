@@ -2,7 +2,9 @@
 e2m1 and e4m3 codes made float16 bits, then float32, scaled in float32, nvfp4's global scale folded into every weight)
 against now (W_CODES 3: gemm.e2m1_values by a PTX table lookup, scaled in bfloat16, nvfp4's global scale once after the
 K loop; call 5: e4m3 codes made exact 16-bit values by gemm.e4m3_values in PTX). Same layer, weights and inputs; replays
-alternated. Call 1 ran the fp4 cases, call 5 the fp8 ones (``python fp4_ab.py fp8-w8a16 fp8-block-w8a16``). Microseconds
+alternated. Call 1 ran the fp4 cases, call 5 the fp8 ones (``python fp4_ab.py fp8-w8a16 fp8-block-w8a16``). Call 9 ran
+it against HEAD 41e9b4b instead (.scratch/s32_head), for scales and zero points stored with N contiguous
+(kernel.columns_adjacent), with the int4 and 8-bit integer cases (``python fp4_ab.py mixtral-8x7b``). Microseconds
 per forward, medians of 5 rounds:
   graph: one forward's CUDA graph, the L2 emptied by reading 256 MB before each replay;
   layers: (at most 64 tokens) a CUDA graph of L forwards, each routed to experts the others do not touch, per forward.
@@ -22,7 +24,8 @@ CASES = [(p, s, t, BF16) for p in ("qwen3-30b-a3b", "mixtral-8x7b") for s in ("m
         [("gpt-oss-20b", "mxfp4", t, BF16) for t in (1, 16, 64, 4096)] + \
         [("qwen3-30b-a3b", "nvfp4-w4a16", 16, torch.float16), ("mixtral-8x7b", "nvfp4-w4a16", 16, torch.float16)] + \
         [(p, s, t, BF16) for p in ("qwen3-30b-a3b", "mixtral-8x7b") for s in ("fp8-w8a16", "fp8-block-w8a16") for t in (1, 16, 64, 4096)] + \
-        [("qwen3-30b-a3b", "fp8-w8a16", 16, torch.float16)]
+        [("qwen3-30b-a3b", "fp8-w8a16", 16, torch.float16)] + \
+        [(p, s, t, BF16) for p in ("mixtral-8x7b", "qwen3-30b-a3b") for s in ("w4a16", "w4a16-zp", "w8a16", "w8a16-zp") for t in (1, 16, 64)]
 only = sys.argv[1:]  # optional filters: preset, scheme or token count
 print("case | graph old -> new | layers old -> new | max diff")
 for preset, name, tokens, dtype in CASES:

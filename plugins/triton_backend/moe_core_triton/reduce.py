@@ -117,7 +117,8 @@ def zero_(t: torch.Tensor) -> torch.Tensor:
 
 
 def cast_into(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    """``dst`` (contiguous, shaped like ``src``, contiguous too) holding ``src``'s values in its dtype, by a launch; returns ``dst``."""
+    """``src``'s values written into ``dst`` in ``dst``'s dtype, by a launch (both contiguous, of one shape); returns
+    ``dst``."""
     if src.numel():
         _CAST((cdiv(src.numel(), FLAT_BLOCK),), src, dst, src.numel())
     return dst
