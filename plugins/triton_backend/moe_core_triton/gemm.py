@@ -106,13 +106,6 @@ def as_float16(bits):
 
 
 @triton.jit
-def e4m3_times_2_pow_minus_8(bits):
-    """e4m3 bits (int32 holding a byte) as float32 / 2^8: sign, exponent and mantissa bits moved into a
-    float16 (exponent bias 15 instead of 7; subnormals map to subnormals) — two integer ops, a convert."""
-    return as_float16(((bits & 0x80) << 8) | ((bits & 0x7F) << 7)).to(tl.float32)
-
-
-@triton.jit
 def e2m1_times_2_pow_minus_14(codes):
     """e2m1 codes (int32 holding a nibble) as float16 / 2^14: the sign and the 3 exponent/mantissa bits moved into a
     float16 (exponent bias 15 instead of 1; the subnormal 0.5 maps to a subnormal)."""
@@ -121,8 +114,9 @@ def e2m1_times_2_pow_minus_14(codes):
 
 @triton.jit
 def e4m3_value(bits):
-    """The float32 value of e4m3 bits (int32 holding a byte)."""
-    return e4m3_times_2_pow_minus_8(bits) * 256.0
+    """The float32 value of e4m3 bits (int32 holding a byte): sign, exponent and mantissa bits moved into a float16
+    (exponent bias 15 instead of 7, so the value / 2^8; subnormals map to subnormals), times 2^8 in float32."""
+    return as_float16(((bits & 0x80) << 8) | ((bits & 0x7F) << 7)).to(tl.float32) * 256.0
 
 
 @triton.jit
@@ -336,8 +330,9 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
     """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
     when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0; e2m1 codes made exact ``dtype`` values
     (``W_CODES`` 3: :func:`e2m1_values`, by PTX with ``W_PTX``) are scaled in ``dtype``. With SCALE_AFTER_DOT (one
-    group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit
-    integer codes are then returned as ``dtype`` (:func:`int4_minus_zero`, by PTX with ``W_PTX``)."""
+    group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit integer
+    codes and e4m3 codes are then returned as ``dtype`` (:func:`int4_minus_zero`, :func:`e4m3_values`, by PTX with
+    ``W_PTX``)."""
     if W_PACKED:
         codes = unpacked_codes(raw)
     else:
@@ -692,8 +687,9 @@ def moe_gemm_kernel(
     out = acc.to(tl.float32)
     out_up = acc_up.to(tl.float32)
     if W_GLOBAL and W_CODES == 3:
-        out = out * tl.load(b_global_ptr + expert)
-        out_up = out_up * tl.load(b_global_ptr + expert)
+        expert_scale = tl.load(b_global_ptr + expert)
+        out = out * expert_scale
+        out_up = out_up * expert_scale
     if SCALES == 1:
         if QUANT_IN == 1:
             a_s = a_row_scale[:, None]
