@@ -45,7 +45,10 @@ zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8
 shaped like the scales (``W_ZERO`` 2); one scale per ``W_GROUP_N`` rows and ``W_GROUP`` elements
 along K (the whole K: per channel), float32 (``W_SCALE`` 0), e4m3 bits (1, times a per-expert
 float32 global scale: nvfp4) or e8m0 bits (2: mxfp4). With ``SCALE_AFTER_DOT`` (decode tiles whose K step
-lies in one scale group) the scales multiply each step's tile product instead of the weights.
+lies in one scale group) the scales multiply each step's tile product instead of the weights; else, with ``SCALE_16``
+(:meth:`moe_core_triton.kernel.WeightOnly.scales_in`), the weights are made exact 16-bit values and scaled in the
+activations' dtype, not in float32. ``W_PERMUTED``: the codes are stored in the K order of the MMA's register fragments
+in chunks of 64 values (:mod:`moe_core_triton.k_order`); each tile is put back in K order as it is loaded.
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
@@ -82,6 +85,7 @@ import triton
 import triton.language as tl
 
 from moe_core_triton.blocks import pairs_of_block
+from moe_core_triton.k_order import codes_in_k_order
 from moe_core_triton.quantize import FP8_QMAX, INT8_QMAX, codes, row_scales
 from moe_core_triton.reduce import sum_pairs_if_last
 
@@ -325,19 +329,18 @@ def int4_minus_zero(raw, zero, dtype: tl.constexpr, W_PTX: tl.constexpr):
 @triton.jit
 def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype,
                     W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
-                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr,
-                    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+                    W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr, SCALE_AFTER_DOT: tl.constexpr, SCALE_16: tl.constexpr,
+                    W_PTX: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """One tile of weight codes as stored, [BLOCK_N, BLOCK_K] bytes (K contiguous; [BLOCK_N, BLOCK_K / 2]
-    when packed), as float32 values [BLOCK_N, BLOCK_K] for the K rows from k0; e2m1 codes made exact ``dtype`` values
-    (``W_CODES`` 3: :func:`e2m1_values`, by PTX with ``W_PTX``) are scaled in ``dtype``. With SCALE_AFTER_DOT (one
-    group per tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit integer
-    codes and e4m3 codes are then returned as ``dtype`` (:func:`int4_minus_zero`, :func:`e4m3_values`, by PTX with
-    ``W_PTX``)."""
-    if W_PACKED:
-        codes = unpacked_codes(raw)
-    else:
-        codes = raw.to(tl.int32)
+    when packed), as values [BLOCK_N, BLOCK_K] for the K rows from k0: float32, or with ``SCALE_16`` exact ``dtype``
+    values less their zero points, scaled in ``dtype`` (the scales rounded to it). With SCALE_AFTER_DOT (one group per
+    tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit integer codes and
+    e4m3 codes are then returned as ``dtype`` (:func:`int4_minus_zero`, :func:`e4m3_values`). Values are made by PTX
+    with ``W_PTX`` where the functions named have a PTX path."""
     INT4_DIRECT: tl.constexpr = SCALE_AFTER_DOT and W_PACKED and W_CODES == 0 and (dtype == tl.bfloat16 or dtype == tl.float16)
+    IN_DTYPE: tl.constexpr = SCALE_16 and not SCALE_AFTER_DOT  # scaled weights made in dtype
+    # int4 codes made in dtype are bias + code (biased_int4): the bias is subtracted with the zero point.
+    INT4_BIAS: tl.constexpr = (128.0 if dtype == tl.bfloat16 else 1024.0) if IN_DTYPE and W_PACKED and W_CODES == 0 else 0.0
     if INT4_DIRECT:  # decode tiles of int4 codes: one group per tile, no scales here
         if W_ZERO == 2:
             zero = tl.load(z_ptrs + (k0 // W_GROUP) * stride_bsk, mask=n_ok, other=0).to(tl.float32)
@@ -349,25 +352,30 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
     elif W_CODES == 3:  # e2m1 as exact dtype values, scaled in dtype below
         values = e2m1_values(raw, dtype, W_PTX)
     elif W_CODES == 1:  # e2m1 (times 2^-14)
-        values = e2m1_times_2_pow_minus_14(codes).to(tl.float32)
-    elif W_CODES == 2:  # e4m3 bits: exact dtype values, scaled in float32 below
+        values = e2m1_times_2_pow_minus_14(unpacked_codes(raw)).to(tl.float32)
+    elif W_CODES == 2:  # e4m3 bits: exact dtype values
         values = e4m3_values(raw, dtype, W_PTX)
-        if not SCALE_AFTER_DOT:
+        if not SCALE_AFTER_DOT and not SCALE_16:
             values = values.to(tl.float32)
+    elif W_PACKED and IN_DTYPE:  # int4: bias + code, less bias + 8 here or bias + zero point below (exact)
+        values = biased_int4(raw, dtype, W_PTX)
+        if W_ZERO == 1:
+            values = values - (INT4_BIAS + 8.0)
     elif SCALE_AFTER_DOT or W_ZERO == 2:
         # Converted: unscaled 8-bit codes go to 16 bits next, which Triton does by bit tricks itself; with zero points
         # int_codes_minus measured slower on the H100 (docs/benchmarks/weight-only-h100.md).
-        values = codes.to(tl.float32)
+        values = (unpacked_codes(raw) if W_PACKED else raw.to(tl.int32)).to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
     else:  # symmetric codes, scaled in float32 next
-        values = int_codes_minus(codes, 8.0 if W_ZERO == 1 else 0.0)
+        values = int_codes_minus(unpacked_codes(raw) if W_PACKED else raw.to(tl.int32), 8.0 if W_ZERO == 1 else 0.0)
     if INT4_DIRECT:
         pass
     elif GROUPS_PER_TILE == 1:  # the tile lies in one group along K
         group = k0 // W_GROUP
         if W_ZERO == 2:
-            values = values - tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32)[:, None]
+            zero = tl.load(z_ptrs + group * stride_bsk, mask=n_ok, other=0).to(tl.float32) + INT4_BIAS
+            values = values - zero.to(values.dtype)[:, None]
         if not SCALE_AFTER_DOT:
             values = values * group_scales(s_ptrs + group * stride_bsk, n_ok, global_scale, W_CODES, W_SCALE).to(values.dtype)[:, None]
     else:  # GROUPS_PER_TILE whole groups along K (a compiled kernel traces both branches: no early return)
@@ -375,8 +383,8 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         g_ok = n_ok[:, None] & (groups[None, :] * W_GROUP < K)
         scale = group_scales(s_ptrs[:, None] + groups[None, :] * stride_bsk, g_ok, global_scale, W_CODES, W_SCALE).to(values.dtype)
         if W_ZERO == 2:
-            zero = tl.load(z_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0).to(tl.float32)
-            values = per_group(values, zero, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 0)
+            zero = tl.load(z_ptrs[:, None] + groups[None, :] * stride_bsk, mask=g_ok, other=0).to(tl.float32) + INT4_BIAS
+            values = per_group(values, zero.to(values.dtype), GROUPS_PER_TILE, W_GROUP, BLOCK_N, 0)
         values = per_group(values, scale, GROUPS_PER_TILE, W_GROUP, BLOCK_N, 1)
     return values
 
@@ -385,12 +393,16 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
 def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale,
                        W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr,
                        W_SCALE: tl.constexpr, W_GROUP: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
-                       SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY."""
+                       SCALE_AFTER_DOT: tl.constexpr, SCALE_16: tl.constexpr, W_PTX: tl.constexpr, W_PERMUTED: tl.constexpr,
+                       BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY
+    (codes stored in fragment order, ``W_PERMUTED``, put back in K order first: :mod:`moe_core_triton.k_order`)."""
     raw = tl.load(ptrs, mask=mask, other=0.0)
+    if W_PERMUTED:
+        raw = codes_in_k_order(raw, W_PACKED, BLOCK_N, BLOCK_K // 2 if W_PACKED else BLOCK_K)
     if W_ONLY:
         tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype, W_PACKED, W_CODES, W_ZERO,
-                               W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT, W_PTX, BLOCK_K, BLOCK_N).to(dtype)
+                               W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT, SCALE_16, W_PTX, BLOCK_K, BLOCK_N).to(dtype)
     else:
         tile = raw
     return tile
@@ -531,7 +543,7 @@ def moe_gemm_kernel(
     GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, ONE_B_SCALE: tl.constexpr, PROMOTE_EVERY: tl.constexpr,
     W_ONLY: tl.constexpr, W_PACKED: tl.constexpr, W_CODES: tl.constexpr, W_ZERO: tl.constexpr, W_SCALE: tl.constexpr,
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
-    SCALE_AFTER_DOT: tl.constexpr, W_PTX: tl.constexpr,
+    SCALE_AFTER_DOT: tl.constexpr, SCALE_16: tl.constexpr, W_PTX: tl.constexpr, W_PERMUTED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
     SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, QUANT_IN: tl.constexpr,
     ROUND_FP8: tl.constexpr,
@@ -643,13 +655,13 @@ def moe_gemm_kernel(
             b_ok = n_ok[:, None] & byte_ok[None, :]
             b = stored_weight_tile(b_ptrs, b_ok, a.dtype, k * BLOCK_K, K, w_s_ptrs, w_z_ptrs, stride_bsk, n_ok, global_scale,
                                    W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP, GROUPS_PER_TILE, SCALE_AFTER_DOT,
-                                   W_PTX, BLOCK_K, BLOCK_N)
+                                   SCALE_16, W_PTX, W_PERMUTED, BLOCK_K, BLOCK_N)
             if not SWAP_AB:
                 b = tl.trans(b)
             if GATED:
                 b_up = stored_weight_tile(b_ptrs + up_offset * stride_bn, b_ok, a.dtype, k * BLOCK_K, K, w_s_up_ptrs, w_z_up_ptrs,
                                           stride_bsk, n_ok, global_scale, W_ONLY, W_PACKED, W_CODES, W_ZERO, W_SCALE, W_GROUP,
-                                          GROUPS_PER_TILE, SCALE_AFTER_DOT, W_PTX, BLOCK_K, BLOCK_N)
+                                          GROUPS_PER_TILE, SCALE_AFTER_DOT, SCALE_16, W_PTX, W_PERMUTED, BLOCK_K, BLOCK_N)
                 if not SWAP_AB:
                     b_up = tl.trans(b_up)
         else:

@@ -24,6 +24,7 @@ import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core.config import Activation, ActivationFormat
+from moe_core.errors import KernelInputError
 from moe_core.kernel import MoEKernel
 from moe_core.quant import BLOCK_128, QuantDtype, QuantKey, ScaleDtype, scheme_for_keys
 from moe_core.routing import BatchedRouting, Routing
@@ -32,6 +33,7 @@ from moe_core.weights import ExpertWeights
 from moe_core_triton import configs
 from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_table, cdiv, next_power_of_2, pair_table, standard_table, stream_words
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
+from moe_core_triton.k_order import K_CHUNK, permute_k, whole_chunks
 from moe_core_triton.launch import Launcher, hooks_idle, recording
 from moe_core_triton.quantize import ROUND_IN_FP32, TORCH_DTYPE, quantize_activations
 from moe_core_triton.reduce import cast_into, topk_sum, zero_
@@ -69,11 +71,10 @@ _UNSEEN = object()
 #: Elements of the [tokens, top-k, BLOCK_N] rows GEMM2's in-kernel top-k sum loads at once (SUM_T tokens).
 SUM_TILE_ELEMENTS = 4096
 #: Whether the GEMM is compiled for NVIDIA GPUs, where it may use inline PTX, and not run by the interpreter
-#: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. Decode tiles of int4 codes with zero points (w4a16-zp) then
-#: make their values by PTX (``W_PTX`` in gemm.py): 9 to 31% faster on the H100 at 1 to 64 tokens; for symmetric int4
-#: codes it measured 10% slower at 16 tokens and 5 to 7% at 64 (docs/benchmarks/weight-only-h100.md), so they keep the
-#: integer operations. e4m3 codes, and e2m1 codes made exact 16-bit values (``W_CODES`` 3,
-#: :meth:`WeightOnly.codes_for`), are made by PTX at every size.
+#: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. The GEMMs then make the values of int4 codes, e4m3 codes and
+#: e2m1 codes made exact 16-bit values (``W_CODES`` 3, :meth:`WeightOnly.codes_for`) by PTX (``W_PTX`` in gemm.py).
+#: With the codes in K order, symmetric int4 measured slower by PTX (docs/benchmarks/weight-only-h100.md); stored in
+#: fragment order (:mod:`moe_core_triton.k_order`) each thread gets 4 whole bytes per PTX call.
 NVIDIA_PTX = hasattr(moe_gemm_kernel, "device_caches") and torch.version.hip is None
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
@@ -133,25 +134,52 @@ class WeightOnly:
     def group_for(self, k: int) -> int:
         return k if self.group == -1 else self.group
 
+    def scales_in(self, dtype: torch.dtype) -> bool:
+        """``SCALE_16``: whether tiles that scale the weights (not the tile product) do it in ``dtype``, the activations'
+        16-bit type: codes whose exact 16-bit values cost a few bit operations (4-bit integers, e4m3, e2m1) where every
+        scale fits the type's range, in bfloat16 always (float32's range; a float32 scale rounds to 8 significant bits,
+        e8m0 and e4m3 scales are exact), in float16 only e4m3 scales (nvfp4), which it holds exactly (float16 would flush
+        small float32 scales and overflow large e8m0 ones). A 16-bit multiply does two values per instruction and needs
+        no conversion to and from float32: prefill tiles, where the MMA waits on the dequantization, get faster. 8-bit
+        integers keep float32, where they are made by one addition (bfloat16 cannot hold them by a bit trick)."""
+        eight_bit_ints = self.codes == 0 and not self.packed
+        return not eight_bit_ints and (dtype == torch.bfloat16 or self.scale == 1)
+
     def codes_for(self, dtype: torch.dtype) -> int:
-        """``W_CODES`` for activations of ``dtype``: e2m1 codes become exact 16-bit values scaled in 16 bits (3) where
-        their scales are exact in ``dtype`` too: e8m0 (mxfp4) in bfloat16 only, e4m3 (nvfp4) in both; float16 with
-        e8m0 scales keeps the float32 scaling (1)."""
-        if self.codes == 1 and (self.scale == 1 or dtype == torch.bfloat16):
+        """``W_CODES`` for activations of ``dtype``: e2m1 codes become exact 16-bit values (3) where their scales are
+        applied in ``dtype`` (:meth:`scales_in`); float16 with e8m0 scales (mxfp4) keeps the float32 scaling (1)."""
+        if self.codes == 1 and self.scales_in(dtype):
             return 3
         return self.codes
 
     def uses_ptx(self, dtype: torch.dtype) -> bool:
         """Whether the values are made by inline PTX where the GEMM is compiled for an NVIDIA GPU (see :data:`NVIDIA_PTX`):
-        int4 codes with zero points, e4m3 codes, and e2m1 codes made exact 16-bit values."""
-        return (self.packed and self.codes == 0 and self.zero == 2) or self.codes_for(dtype) in (2, 3)
+        int4 codes, e4m3 codes, and e2m1 codes made exact 16-bit values."""
+        return (self.packed and self.codes == 0) or self.codes_for(dtype) in (2, 3)
+
+    def permutes(self, k: int) -> bool:
+        """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): symmetric
+        int4 codes (w4a16) where K is whole chunks and a chunk never splits a scale group unevenly (groups of 64 values
+        or a divisor or multiple of 64, or one group along K).
+
+        The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper), as the
+        H100 files' w4a16 tiles do at nearly every size: 5 to 25% faster from 1 to 4096 tokens. Tiles that do not
+        (BLOCK_M 16 decode tiles of the other schemes, on Ampere-style MMA) load K-ordered codes with ldmatrix, and
+        measured 15 to 55% slower on permuted ones (docs/benchmarks/weight-only-h100.md), so the other schemes keep K
+        order until their tiles are tuned for it."""
+        group = self.group_for(k)
+        symmetric_int4 = self.packed and self.codes == 0 and self.zero == 1
+        return symmetric_int4 and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
 
     def block_k(self, wanted: int, k: int) -> int:
-        """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly."""
+        """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly, and codes stored
+        in fragment order (:meth:`permutes`) are read in whole chunks."""
+        least = K_CHUNK if self.permutes(k) else 16
+        wanted = max(wanted, least)
         group = self.group_for(k)
         if group >= k or group % wanted == 0 or wanted % group == 0:
             return wanted
-        return max(16, group & -group)  # the largest power of two dividing the group (groups are powers of two)
+        return max(least, group & -group)  # the largest power of two dividing the group (groups are powers of two)
 
 
 #: The W_* constexprs of schemes that are not weight-only (the GEMM ignores them when W_ONLY is False).
@@ -226,10 +254,15 @@ class TritonKernel(MoEKernel):
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32.
 
-        Weight-only schemes keep their canonical layout (docs/quantization.md), which the GEMM reads
+        Weight-only schemes keep their canonical layout (docs/quantization.md), read by the GEMM
         as it is: codes, zero points, and e4m3 / e8m0 scales as their bytes (uint8), decoded in
-        registers; only the per-expert global scale of nvfp4 is flattened to float32 [E].
+        registers; only the per-expert global scale of nvfp4 is flattened to float32 [E], and codes
+        whose K is whole chunks of 64 are stored in the K order of the MMA's register fragments
+        (:mod:`moe_core_triton.k_order`). Weights this method prepared are refused: their codes would
+        be permuted twice.
         """
+        if weights.prepared_by is not None:
+            raise KernelInputError("weights", f"were already prepared by {weights.prepared_by!r}: pass the canonical weights")
         weights = super().prepare_weights(weights)
         fix = {}
         packed_scales = self.weight_only is not None and self.weight_only.scale != 0
@@ -238,8 +271,12 @@ class TritonKernel(MoEKernel):
             t = getattr(weights, name)
             if t is None:
                 continue
-            if name in ("w13", "w2", "w13_zero", "w2_zero"):
-                fix[name] = t.contiguous().view(torch.uint8) if float_bits and name in ("w13", "w2") else t.contiguous()
+            if name in ("w13", "w2") and self.weight_only is not None:
+                codes = t.contiguous().view(torch.uint8) if float_bits else t.contiguous()
+                k = t.shape[-1] * (2 if self.weight_only.packed else 1)
+                fix[name] = permute_k(codes, self.weight_only.packed) if self.weight_only.permutes(k) else codes
+            elif name in ("w13", "w2", "w13_zero", "w2_zero"):
+                fix[name] = t.contiguous()
             elif packed_scales and name in ("w13_scale", "w2_scale"):
                 fix[name] = t.contiguous().view(torch.uint8)
             else:
@@ -501,8 +538,8 @@ class TritonKernel(MoEKernel):
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes_for(self.config.dtype), W_ZERO=wo.zero,
             W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
-            SCALE_AFTER_DOT=self._scales_after_dot(lc, group),
-            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype),
+            SCALE_AFTER_DOT=self._scales_after_dot(lc, group), SCALE_16=wo.scales_in(self.config.dtype),
+            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=self.weight_only is not None and wo.permutes(k),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
             **routes,

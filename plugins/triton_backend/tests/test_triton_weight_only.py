@@ -11,6 +11,7 @@ import triton.language as tl
 
 from moe_core import quant
 from moe_core.config import MoEConfig, ParallelConfig
+from moe_core.errors import KernelInputError
 from moe_core.numerics import relative_error, tolerance
 from moe_core.platform import preset
 from moe_core.presets import random_layer
@@ -117,6 +118,41 @@ def test_the_dequantization_each_scheme_declares():
     assert wo["w4a16"].block_k(64, 7168) == 64 and wo["nvfp4-w4a16"].block_k(64, 7168) == 64
     assert WeightOnly(True, 0, 1, 0, False, 48).block_k(64, 7168) == 16
     assert WeightOnly(True, 0, 1, 0, False, -1).block_k(64, 200) == 64
+    # Codes stored in fragment order (K whole chunks of 64, groups whole in a chunk or chunks whole in a group) are read
+    # in whole chunks: BLOCK_K at least 64.
+    # (symmetric int4 only: the other schemes' tuned tiles are faster on K order).
+    assert [wo["w4a16"].permutes(k) for k in (7168, 768, 200, 96)] == [True, True, False, False]
+    assert not any(wo[name].permutes(2048) for name in WEIGHT_ONLY_SCHEMES if name != "w4a16")
+    assert not WeightOnly(True, 0, 1, 0, False, 48).permutes(7168) and WeightOnly(True, 0, 1, 0, False, 32).permutes(7168)
+    assert wo["w4a16"].block_k(32, 7168) == 64 and wo["mxfp4"].block_k(16, 2880) == 16 and wo["w4a16"].block_k(32, 200) == 32
+    assert WeightOnly(True, 0, 1, 0, False, 192).block_k(128, 7168) == 64
+
+
+@pytest.mark.parametrize("block_m", [16, 64])
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
+    """Layers whose K are whole chunks of 64 (256 and 192 here) store symmetric int4 codes in fragment order (k_order)
+    and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped or not, match the
+    reference; odd sizes and the other schemes keep K order (and match it too)."""
+    from moe_core_triton.compile_check import launches_of
+
+    cfg = MoEConfig(8, 2, 256, 192, dtype=DTYPES[-1])
+    weights, x, routing = problem(cfg, name, tokens=6, seed=7)
+    for swap_ab in (False, True):
+        kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
+        assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+    assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype, (256, 192))
+            if launch.name == "moe_gemm_kernel"} == {name == "w4a16"}
+    assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
+
+
+def test_prepared_weights_are_refused_a_second_preparation():
+    """Preparing twice would permute the codes twice: the kernel says to pass the canonical weights."""
+    cfg = MoEConfig(4, 2, 128, 64, dtype=torch.float16)
+    weights, _, _ = problem(cfg, "w4a16", tokens=1)
+    kernel = TritonKernel(cfg, *quant.scheme("w4a16").keys)
+    with pytest.raises(KernelInputError, match="already prepared by 'triton': pass the canonical weights"):
+        kernel.prepare_weights(kernel.prepare_weights(weights))
 
 
 @pytest.mark.parametrize("platform", ["h100", "a100", "l40s"])
@@ -264,11 +300,10 @@ def test_e4m3_codes_become_their_exact_16_bit_values(dtype, ptx):
 
 @pytest.mark.parametrize("dtype", DTYPES if GPU else [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
-def test_values_by_ptx_for_zero_point_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
-    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make values by PTX (W_PTX) where it measured faster:
-    int4 codes with zero points, e4m3 codes, and e2m1 codes whose scales are exact in the activations' dtype (W_CODES 3:
-    nvfp4's e4m3 in both, mxfp4's e8m0 in bfloat16 only); symmetric int4 and integer codes keep the integer
-    operations; the interpreter (the CPU tests) never gets PTX."""
+def test_values_by_ptx_for_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
+    """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make values by PTX (W_PTX): int4 codes, e4m3 codes,
+    and e2m1 codes whose scales are applied in the activations' dtype (W_CODES 3: nvfp4's e4m3 in both, mxfp4's e8m0
+    in bfloat16 only); 8-bit integer codes keep Triton's conversions; the interpreter (the CPU tests) never gets PTX."""
     from moe_core_triton import kernel as kernel_module
     from moe_core_triton.compile_check import launches_of
 
@@ -281,4 +316,4 @@ def test_values_by_ptx_for_zero_point_int4_e4m3_and_exact_e2m1_codes_compiled_fo
     if not GPU:
         assert flags("W_PTX") == {False}
     monkeypatch.setattr(kernel_module, "NVIDIA_PTX", True)
-    assert flags("W_PTX") == {name in ("w4a16-zp", "fp8-w8a16", "fp8-block-w8a16") or exact_e2m1}
+    assert flags("W_PTX") == {name in ("w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16") or exact_e2m1}
