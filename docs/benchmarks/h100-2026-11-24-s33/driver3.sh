@@ -1,4 +1,4 @@
-# GPU call 3 (2026-11-25, session 33), the committed kernels (dad13ae: e8m0 scales by exp2 again, so mxfp4 and nvfp4
+# GPU call 3 (2026-11-24, session 33), the committed kernels (dad13ae: e8m0 scales by exp2 again, so mxfp4 and nvfp4
 # compile to the SASS of b2a3dfb): moe-core bench of every weight-only scheme against bf16 at 1, 16, 64 and 4096
 # tokens (Qwen3-30B-A3B, Mixtral-8x7B; gpt-oss-20b mxfp4), every row checked against the reference up to 64 tokens.
 cd "$(dirname "$0")/../../.."

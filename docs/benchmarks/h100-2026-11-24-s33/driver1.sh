@@ -1,4 +1,4 @@
-# GPU call 1 (2026-11-25, session 33): weight-only codes stored in fragment order (k_order.py) and prefill tiles scaled
+# GPU call 1 (2026-11-24, session 33): weight-only codes stored in fragment order (k_order.py) and prefill tiles scaled
 # in bfloat16: the k_order and PTX unit tests, the main loop's SASS of four GEMMs as triton 3.6 compiles them, then the
 # A/B in one process against HEAD b2a3dfb (.scratch/s33_old) at 4096 tokens first.
 cd "$(dirname "$0")/../../.."
@@ -6,7 +6,7 @@ s=$(date +%s)
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton_backend 2>&1 | tail -2
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-D=docs/benchmarks/h100-2026-11-25-s33
+D=docs/benchmarks/h100-2026-11-24-s33
 T=plugins/triton_backend/tests
 timeout 120 python3 -m pytest -q -p no:cacheprovider $T/test_triton_k_order.py $T/test_triton_weight_only.py -k "k_order or ptx or e2m1 or e4m3 or int4_minus or fragment" 2>&1 | tail -4 > $OUT/gpu_tests1.txt; echo "tests $(( $(date +%s) - s )) s"; tail -2 $OUT/gpu_tests1.txt
 cd plugins/triton_backend
