@@ -158,18 +158,19 @@ class WeightOnly:
         return (self.packed and self.codes == 0) or self.codes_for(dtype) in (2, 3)
 
     def permutes(self, k: int) -> bool:
-        """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): symmetric
-        int4 codes (w4a16) where K is whole chunks and a chunk never splits a scale group unevenly (groups of 64 values
-        or a divisor or multiple of 64, or one group along K).
+        """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): int4
+        codes (w4a16, w4a16-zp) where K is whole chunks and a chunk never splits a scale group unevenly (groups of 64
+        values or a divisor or multiple of 64, or one group along K).
 
         The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper), as the
-        H100 files' w4a16 tiles do at nearly every size: 5 to 25% faster from 1 to 4096 tokens. Tiles that do not
-        (BLOCK_M 16 decode tiles of the other schemes, on Ampere-style MMA) load K-ordered codes with ldmatrix, and
-        measured 15 to 55% slower on permuted ones (docs/benchmarks/weight-only-h100.md), so the other schemes keep K
-        order until their tiles are tuned for it."""
+        H100 file's int4 tiles do at nearly every size: w4a16 5 to 26% faster, w4a16-zp 27 to 44% at 4096 tokens and
+        within -4 to +12% at 1 to 64 (docs/benchmarks/weight-only-h100.md). Tiles that do not (BLOCK_M 16 decode
+        tiles on Ampere-style MMA) load K-ordered codes with ldmatrix and measured 15 to 55% slower on permuted ones;
+        the 8-bit and fp4 schemes' tuned decode tiles are such, and refined swapped ones on permuted fp8 codes stayed
+        up to 25% slower at 16 and 64 tokens, so those schemes keep K order."""
         group = self.group_for(k)
-        symmetric_int4 = self.packed and self.codes == 0 and self.zero == 1
-        return symmetric_int4 and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
+        int4 = self.packed and self.codes == 0
+        return int4 and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
 
     def block_k(self, wanted: int, k: int) -> int:
         """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly, and codes stored

@@ -120,9 +120,9 @@ def test_the_dequantization_each_scheme_declares():
     assert WeightOnly(True, 0, 1, 0, False, -1).block_k(64, 200) == 64
     # Codes stored in fragment order (K whole chunks of 64, groups whole in a chunk or chunks whole in a group) are read
     # in whole chunks: BLOCK_K at least 64.
-    # (symmetric int4 only: the other schemes' tuned tiles are faster on K order).
+    # (int4 only: the other schemes' tuned tiles are faster on K order).
     assert [wo["w4a16"].permutes(k) for k in (7168, 768, 200, 96)] == [True, True, False, False]
-    assert not any(wo[name].permutes(2048) for name in WEIGHT_ONLY_SCHEMES if name != "w4a16")
+    assert [name for name in WEIGHT_ONLY_SCHEMES if wo[name].permutes(2048)] == ["w4a16", "w4a16-zp"]
     assert not WeightOnly(True, 0, 1, 0, False, 48).permutes(7168) and WeightOnly(True, 0, 1, 0, False, 32).permutes(7168)
     assert wo["w4a16"].block_k(32, 7168) == 64 and wo["mxfp4"].block_k(16, 2880) == 16 and wo["w4a16"].block_k(32, 200) == 32
     assert WeightOnly(True, 0, 1, 0, False, 192).block_k(128, 7168) == 64
@@ -131,7 +131,7 @@ def test_the_dequantization_each_scheme_declares():
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
-    """Layers whose K are whole chunks of 64 (256 and 192 here) store symmetric int4 codes in fragment order (k_order)
+    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4 codes in fragment order (k_order)
     and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped or not, match the
     reference; odd sizes and the other schemes keep K order (and match it too)."""
     from moe_core_triton.compile_check import launches_of
@@ -142,7 +142,7 @@ def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
         kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
         assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype, (256, 192))
-            if launch.name == "moe_gemm_kernel"} == {name == "w4a16"}
+            if launch.name == "moe_gemm_kernel"} == {name in ("w4a16", "w4a16-zp")}
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
 
 
