@@ -73,8 +73,9 @@ SUM_TILE_ELEMENTS = 4096
 #: Whether the GEMM is compiled for NVIDIA GPUs, where it may use inline PTX, and not run by the interpreter
 #: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. The GEMMs then make the values of int4 codes, e4m3 codes and
 #: e2m1 codes made exact 16-bit values (``W_CODES`` 3, :meth:`WeightOnly.codes_for`) by PTX (``W_PTX`` in gemm.py).
-#: With the codes in K order, symmetric int4 measured slower by PTX (docs/benchmarks/weight-only-h100.md); stored in
-#: fragment order (:mod:`moe_core_triton.k_order`) each thread gets 4 whole bytes per PTX call.
+#: Symmetric int4 codes in K order measured slower by PTX on decode tiles (docs/benchmarks/weight-only-h100.md); stored in
+#: fragment order (:mod:`moe_core_triton.k_order`, every real model's K) a thread gets 4 whole bytes per PTX call and
+#: measured faster. Layers whose K is not whole chunks keep K order and take the PTX too (not timed: no preset has one).
 NVIDIA_PTX = hasattr(moe_gemm_kernel, "device_caches") and torch.version.hip is None
 #: The weight blocks (GROUP_N x GROUP_K) and activation groups (1 x GROUP_K) of the block-scaled scheme
 #: this plugin declares (fp8-block: ``moe_core.quant.BLOCK_128``).
@@ -257,10 +258,10 @@ class TritonKernel(MoEKernel):
 
         Weight-only schemes keep their canonical layout (docs/quantization.md), read by the GEMM
         as it is: codes, zero points, and e4m3 / e8m0 scales as their bytes (uint8), decoded in
-        registers; only the per-expert global scale of nvfp4 is flattened to float32 [E], and codes
-        whose K is whole chunks of 64 are stored in the K order of the MMA's register fragments
-        (:mod:`moe_core_triton.k_order`). Weights this method prepared are refused: their codes would
-        be permuted twice.
+        registers; only the per-expert global scale of nvfp4 is flattened to float32 [E], and the
+        codes :meth:`WeightOnly.permutes` names (int4, K whole chunks of 64) are stored in the K order
+        of the MMA's register fragments (:mod:`moe_core_triton.k_order`). Weights this method prepared
+        are refused: their codes would be permuted twice.
         """
         if weights.prepared_by is not None:
             raise KernelInputError("weights", f"were already prepared by {weights.prepared_by!r}: pass the canonical weights")
