@@ -146,6 +146,27 @@ def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
 
 
+@pytest.mark.parametrize("name", ["w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16"])
+def test_weights_scaled_in_16_bits_match_the_reference(name, monkeypatch):
+    """Prefill tiles with SCALE_16 (WeightOnly.scales_in; bfloat16 on a GPU) make exact 16-bit values, subtract the
+    zero point (int4: with the bias of biased_int4) and scale in 16 bits. Forced here for float16, the interpreter's
+    dtype, on K-ordered and permuted layers alike."""
+    monkeypatch.setattr(WeightOnly, "scales_in", lambda self, dtype: True)
+    for sizes in (layer_sizes(name), (256, 192)):
+        cfg = MoEConfig(4, 2, *sizes, dtype=torch.float16)
+        weights, x, routing = problem(cfg, name, tokens=6, seed=8)
+        kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=64)
+        assert {dict(launch.options)["SCALE_16"] for launch in _gemm_launches(name, cfg)} == {True}
+        assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+
+
+def _gemm_launches(name, cfg):
+    from moe_core_triton.compile_check import launches_of
+
+    return [launch for launch in launches_of(name, 6, False, cfg.dtype, (cfg.hidden_size, cfg.intermediate_size))
+            if launch.name == "moe_gemm_kernel"]
+
+
 def test_prepared_weights_are_refused_a_second_preparation():
     """Preparing twice would permute the codes twice: the kernel says to pass the canonical weights."""
     cfg = MoEConfig(4, 2, 128, 64, dtype=torch.float16)
