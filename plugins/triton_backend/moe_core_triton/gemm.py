@@ -273,6 +273,16 @@ def unpacked_codes(raw):
 
 
 @triton.jit
+def integer_codes(raw, W_PACKED: tl.constexpr):
+    """Integer codes as int32: bytes as they are, or packed 4-bit codes unpacked (:func:`unpacked_codes`)."""
+    if W_PACKED:
+        codes = unpacked_codes(raw)
+    else:
+        codes = raw.to(tl.int32)
+    return codes
+
+
+@triton.jit
 def nibble_values_by_ptx(raw, dtype: tl.constexpr, BF16_PTX: tl.constexpr, FP16_PTX: tl.constexpr):
     """Packed 4-bit codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as ``dtype`` values
     [BLOCK_N, 2 BYTES] by the PTX for ``dtype`` (bfloat16 or float16), which turns four bytes ($4) into the values of
@@ -364,11 +374,11 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
     elif SCALE_AFTER_DOT or W_ZERO == 2:
         # Converted: unscaled 8-bit codes go to 16 bits next, which Triton does by bit tricks itself; with zero points
         # int_codes_minus measured slower on the H100 (docs/benchmarks/weight-only-h100.md).
-        values = (unpacked_codes(raw) if W_PACKED else raw.to(tl.int32)).to(tl.float32)
+        values = integer_codes(raw, W_PACKED).to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
     else:  # symmetric codes, scaled in float32 next
-        values = int_codes_minus(unpacked_codes(raw) if W_PACKED else raw.to(tl.int32), 8.0 if W_ZERO == 1 else 0.0)
+        values = int_codes_minus(integer_codes(raw, W_PACKED), 8.0 if W_ZERO == 1 else 0.0)
     if INT4_DIRECT:
         pass
     elif GROUPS_PER_TILE == 1:  # the tile lies in one group along K

@@ -541,7 +541,7 @@ class TritonKernel(MoEKernel):
             W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group), SCALE_16=wo.scales_in(self.config.dtype),
-            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=self.weight_only is not None and wo.permutes(k),
+            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=wo.permutes(k),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
             **routes,
