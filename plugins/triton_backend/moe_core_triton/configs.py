@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).with_name("configs")
@@ -63,19 +63,29 @@ def _load(device_name: str) -> dict:
     return json.loads(path.read_text())
 
 
-def heuristic(pairs: int, experts: int, n: int, k: int, quantized_8bit: bool, block_k_limit: int | None) -> LaunchConfig:
-    """A sound default: small BLOCK_M when each expert sees few rows (weight streaming), large otherwise."""
+def heuristic(pairs: int, experts: int, n: int, k: int, quantized_8bit: bool, block_k_limit: int | None,
+              permuted_codes: bool = False) -> LaunchConfig:
+    """A sound default: small BLOCK_M when each expert sees few rows (weight streaming), large otherwise.
+    Weight-only codes stored in fragment order (``permuted_codes``, :mod:`moe_core_triton.k_order`) take the
+    transposed product (SWAP_AB), which reads them as the MMA's register operand, on prefill in the tile that
+    measured fastest for them on the H100: every full tile search on such codes picked a swapped tile there
+    (docs/benchmarks/weight-only-h100.md). Swapped tiles on K-ordered codes load them a pair at a time, and
+    measured up to 27% slower than this default at 4096 tokens (same file)."""
     rows_per_expert = pairs / max(experts, 1)
     block_k = 128 if quantized_8bit else 64
     if block_k_limit is not None:
         block_k = min(block_k, block_k_limit)
     if rows_per_expert <= 16:
-        return LaunchConfig(16, 64, block_k, 1, 4, 4)
-    if rows_per_expert <= 64:
-        return LaunchConfig(32, 64, block_k, 8, 4, 4)
-    if rows_per_expert <= 256:
-        return LaunchConfig(64, 128, block_k, 8, 4, 3)
-    return LaunchConfig(128, 128, block_k, 8, 8, 3)
+        lc = LaunchConfig(16, 64, block_k, 1, 4, 4)
+    elif rows_per_expert <= 64:
+        lc = LaunchConfig(32, 64, block_k, 8, 4, 4)
+    elif rows_per_expert <= 256:
+        lc = LaunchConfig(64, 128, block_k, 8, 4, 3)
+    elif permuted_codes:
+        lc = LaunchConfig(128, 64, block_k, 8, 4, 4)
+    else:
+        lc = LaunchConfig(128, 128, block_k, 8, 8, 3)
+    return replace(lc, SWAP_AB=True) if permuted_codes else lc
 
 
 #: A tuned entry serves token counts within this factor of the count it was tuned at; farther away (a

@@ -135,6 +135,11 @@ class WeightOnly:
     def group_for(self, k: int) -> int:
         return k if self.group == -1 else self.group
 
+    @property
+    def eight_bit_ints(self) -> bool:
+        """Whether the codes are 8-bit integers (w8a16, w8a16-zp)."""
+        return self.codes == 0 and not self.packed
+
     def scales_in(self, dtype: torch.dtype) -> bool:
         """``SCALE_16``: whether tiles that scale the weights (not the tile product) do it in ``dtype``, the activations'
         16-bit type: codes whose exact 16-bit values cost a few bit operations (4-bit integers, e4m3, e2m1) where every
@@ -143,8 +148,7 @@ class WeightOnly:
         small float32 scales and overflow large e8m0 ones). A 16-bit multiply does two values per instruction and needs
         no conversion to and from float32: prefill tiles, where the MMA waits on the dequantization, get faster. 8-bit
         integers keep float32, where they are made by one addition (bfloat16 cannot hold them by a bit trick)."""
-        eight_bit_ints = self.codes == 0 and not self.packed
-        return not eight_bit_ints and (dtype == torch.bfloat16 or self.scale == 1)
+        return not self.eight_bit_ints and (dtype == torch.bfloat16 or self.scale == 1)
 
     def codes_for(self, dtype: torch.dtype) -> int:
         """``W_CODES`` for activations of ``dtype``: e2m1 codes become exact 16-bit values (3) where their scales are
@@ -159,19 +163,20 @@ class WeightOnly:
         return (self.packed and self.codes == 0) or self.codes_for(dtype) in (2, 3)
 
     def permutes(self, k: int) -> bool:
-        """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): int4
-        codes (w4a16, w4a16-zp) where K is whole chunks and a chunk never splits a scale group unevenly (groups of 64
-        values or a divisor or multiple of 64, or one group along K).
+        """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): int4,
+        e4m3 and mxfp4's e2m1 codes, where K is whole chunks and a chunk never splits a scale group unevenly (groups of
+        64 values or a divisor or multiple of 64, or one group along K).
 
-        The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper), as the
-        H100 file's int4 tiles do at nearly every size: w4a16 5 to 26% faster, w4a16-zp 27 to 44% at 4096 tokens and
-        within -4 to +12% at 1 to 64 (docs/benchmarks/weight-only-h100.md). Tiles that do not (BLOCK_M 16 decode
-        tiles on Ampere-style MMA) load K-ordered codes with ldmatrix and measured 15 to 55% slower on permuted ones;
-        the 8-bit and fp4 schemes' tuned decode tiles are such, and refined swapped ones on permuted fp8 codes stayed
-        up to 25% slower at 16 and 64 tokens, so those schemes keep K order."""
+        The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper): every
+        full tile search on permuted codes on the H100 picked such tiles, and at 4096 tokens int4 got 5 to 44% faster
+        than on K order, fp8 30%, mxfp4 9 to 10%, with decode at parity (docs/benchmarks/weight-only-h100.md). Tiles
+        that do not (BLOCK_M 16 decode tiles on Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15
+        to 55% slower on permuted ones. Kept in K order: nvfp4 (e4m3 scales over groups of 16), whose best decode
+        tiles on permuted codes measured 2 to 10% slower at 1 to 64 tokens (12 to 37% faster at 4096), and 8-bit
+        integer codes (w8a16, w8a16-zp), whose tiles have not been searched on permuted codes."""
         group = self.group_for(k)
-        int4 = self.packed and self.codes == 0
-        return int4 and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
+        nvfp4 = self.scale == 1
+        return not (self.eight_bit_ints or nvfp4) and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
 
     def block_k(self, wanted: int, k: int) -> int:
         """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly, and codes stored
@@ -583,7 +588,8 @@ class TritonKernel(MoEKernel):
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized_8bit = self.activation_key is not None  # 8-bit MMA operands (weight-only schemes run 16-bit MMA)
-        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit)
+        permuted = self.weight_only is not None and self.weight_only.permutes(k)
+        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit, permuted)
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
         return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k, device)
 

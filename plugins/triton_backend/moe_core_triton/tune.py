@@ -39,14 +39,17 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
 ]
 
 
-def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False, tma: bool = False) -> list[configs.LaunchConfig]:
+def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False, tma: bool = False,
+               swapped_only: bool = False) -> list[configs.LaunchConfig]:
     """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average. SWAP_AB
     (the transposed product) is tried for few rows per expert, and at every size for weight-only schemes,
     whose dequantized weights can then feed the MMA from registers; split K (2 and 4) for decode, at most
     8 rows per expert, where one token's experts give too few tiles to keep every SM busy; with ``tma`` (the
     GPU has it) TMA weight loads for prefill, more than 32 rows per expert, where the GEMMs are compute-bound
     (weight-only schemes dequantize from pointer loads). Rows stop at 128: weight-only tiles of 256 rows, which
-    dequantize half as often per FLOP, measured slower on the H100 (docs/benchmarks/weight-only-h100.md)."""
+    dequantize half as often per FLOP, measured slower on the H100 (docs/benchmarks/weight-only-h100.md).
+    ``swapped_only``: SWAP_AB alone, for weight-only codes stored in fragment order (the swapped tile was the fastest
+    in every full search of them on the H100, same file, session 34)."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -55,7 +58,7 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
         block_ms = (32, 64)
     else:
         block_ms = (64, 128)
-    swaps = (False, True) if rows_per_expert <= 32 or weight_only else (False,)
+    swaps = (True,) if swapped_only else (False, True) if rows_per_expert <= 32 or weight_only else (False,)
     splits = (1, 2, 4) if rows_per_expert <= 8 else (1,)
     tmas = (False, True) if tma and rows_per_expert > 32 and not weight_only else (False,)
     out = []
@@ -116,7 +119,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     budget = tolerance(sch.activation_key, cfg.dtype)  # fp8 intermediates: one flipped rounding moves a value 1/16
     here = torch.device(device)
     tma = has_tma(here)
-    tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma)
+    wo = kernel.weight_only
     best = {}
     for gemm, (k, step) in steps.items():
         started = time.monotonic()
@@ -125,6 +128,8 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         if refine:
             n = i if gemm == 1 else h
             tried = refinements(kernel._config(here, rows, n, k, gemm, tokens), tma)
+        else:
+            tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, wo is not None, tma, wo is not None and wo.permutes(k))
         for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs)
             table = kernel.rows_of(launch, routing.topk_ids)

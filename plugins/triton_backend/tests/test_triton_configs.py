@@ -51,3 +51,16 @@ def test_a_broken_entry_is_refused_with_the_field_it_breaks(field, value):
     entry = configs.LaunchConfig(16, 64, 64, 1, 4, 4).to_dict() | {field: value}
     with pytest.raises(ValueError, match=f"LaunchConfig.{field} must be"):
         configs.LaunchConfig(**entry)
+
+
+@pytest.mark.parametrize("pairs", [8, 512, 4096, 32768])
+def test_the_heuristic_swaps_tiles_of_codes_in_fragment_order_only(pairs):
+    """Untuned shapes: weight-only codes in fragment order get the transposed product at every size (it reads them as
+    the MMA's register operand), in the H100's fastest tile for them beyond 256 rows per expert; every other layer
+    keeps the plain product (and the block-scale limit on BLOCK_K)."""
+    plain = configs.heuristic(pairs, 8, 768, 2048, quantized_8bit=True, block_k_limit=128)
+    k_order = configs.heuristic(pairs, 8, 768, 2048, quantized_8bit=False, block_k_limit=None)
+    swapped = configs.heuristic(pairs, 8, 768, 2048, quantized_8bit=False, block_k_limit=None, permuted_codes=True)
+    assert not plain.SWAP_AB and plain.BLOCK_K == 128 and not k_order.SWAP_AB and k_order.BLOCK_K == 64
+    assert swapped.SWAP_AB and swapped.BLOCK_K == 64 and swapped.BLOCK_M == plain.BLOCK_M
+    assert (swapped.BLOCK_N, swapped.num_warps) == ((64, 4) if pairs / 8 > 256 else (plain.BLOCK_N, plain.num_warps))

@@ -32,9 +32,13 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
     best = tune_case("tiny", name, tokens=3, device=DEVICE, timer=timer)
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
-    wo = kernel.weight_only is not None
-    per_gemm = {gemm: list(dict.fromkeys(kernel.as_run(c, k, HERE) for c in candidates(3 * cfg.top_k / cfg.num_experts, None, wo)))
-                for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
+    wo = kernel.weight_only
+
+    def tried(k):  # codes in fragment order: swapped tiles only
+        found = candidates(3 * cfg.top_k / cfg.num_experts, None, wo is not None, swapped_only=wo is not None and wo.permutes(k))
+        return list(dict.fromkeys(kernel.as_run(c, k, HERE) for c in found))
+
+    per_gemm = {gemm: tried(k) for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
 
@@ -54,6 +58,8 @@ def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_or_weight
     assert {c.SWAP_AB for c in decode} == {False, True} and len(decode) == 2 * len({c for c in decode if not c.SWAP_AB})
     assert not any(c.SWAP_AB for c in prefill)
     assert {c.SWAP_AB for c in candidates(512.0, None, weight_only=True)} == {False, True}
+    only = candidates(2.0, None, weight_only=True, swapped_only=True)  # weight-only codes in fragment order
+    assert all(c.SWAP_AB for c in only) and {dataclasses.replace(c, SWAP_AB=False) for c in only} == {c for c in decode if not c.SWAP_AB}
 
 
 def test_tma_weight_loads_are_candidates_for_prefill_where_the_gpu_has_tma():

@@ -120,20 +120,21 @@ def test_the_dequantization_each_scheme_declares():
     assert WeightOnly(True, 0, 1, 0, False, -1).block_k(64, 200) == 64
     # Codes stored in fragment order (K whole chunks of 64, groups whole in a chunk or chunks whole in a group) are read
     # in whole chunks: BLOCK_K at least 64.
-    # (int4 only: the other schemes' tuned tiles are faster on K order).
     assert [wo["w4a16"].permutes(k) for k in (7168, 768, 200, 96)] == [True, True, False, False]
-    assert [name for name in WEIGHT_ONLY_SCHEMES if wo[name].permutes(2048)] == ["w4a16", "w4a16-zp"]
+    assert [name for name in WEIGHT_ONLY_SCHEMES if not wo[name].permutes(2048)] == ["w8a16", "w8a16-zp", "nvfp4-w4a16"]
+    assert wo["mxfp4"].permutes(2880) and wo["fp8-block-w8a16"].block_k(16, 768) == 64  # gpt-oss: 45 chunks
     assert not WeightOnly(True, 0, 1, 0, False, 48).permutes(7168) and WeightOnly(True, 0, 1, 0, False, 32).permutes(7168)
-    assert wo["w4a16"].block_k(32, 7168) == 64 and wo["mxfp4"].block_k(16, 2880) == 16 and wo["w4a16"].block_k(32, 200) == 32
+    assert wo["w4a16"].block_k(32, 7168) == 64 and wo["mxfp4"].block_k(16, 2880) == 64 and wo["w4a16"].block_k(32, 200) == 32
+    assert wo["nvfp4-w4a16"].block_k(16, 2880) == 16  # K order: any power of two dividing its groups
     assert WeightOnly(True, 0, 1, 0, False, 192).block_k(128, 7168) == 64
 
 
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
-    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4 codes in fragment order (k_order)
-    and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped or not, match the
-    reference; odd sizes and the other schemes keep K order (and match it too)."""
+    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4, e4m3 and mxfp4 codes in fragment order
+    (k_order) and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped or not,
+    match the reference; odd sizes, 8-bit integer codes and nvfp4 keep K order (and match it too)."""
     from moe_core_triton.compile_check import launches_of
 
     cfg = MoEConfig(8, 2, 256, 192, dtype=DTYPES[-1])
@@ -142,7 +143,7 @@ def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
         kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
         assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype, (256, 192))
-            if launch.name == "moe_gemm_kernel"} == {name in ("w4a16", "w4a16-zp")}
+            if launch.name == "moe_gemm_kernel"} == {name not in ("w8a16", "w8a16-zp", "nvfp4-w4a16")}
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
 
 
