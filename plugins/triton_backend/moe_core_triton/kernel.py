@@ -264,9 +264,9 @@ class TritonKernel(MoEKernel):
         Weight-only schemes keep their canonical layout (docs/quantization.md), read by the GEMM
         as it is: codes, zero points, and e4m3 / e8m0 scales as their bytes (uint8), decoded in
         registers; only the per-expert global scale of nvfp4 is flattened to float32 [E], and the
-        codes :meth:`WeightOnly.permutes` names (int4, K whole chunks of 64) are stored in the K order
-        of the MMA's register fragments (:mod:`moe_core_triton.k_order`). Weights this method prepared
-        are refused: their codes would be permuted twice.
+        codes :meth:`WeightOnly.permutes` names (int4, e4m3 and mxfp4 codes, K whole chunks of 64) are
+        stored in the K order of the MMA's register fragments (:mod:`moe_core_triton.k_order`). Weights
+        this method prepared are refused: their codes would be permuted twice.
         """
         if weights.prepared_by is not None:
             raise KernelInputError("weights", f"were already prepared by {weights.prepared_by!r}: pass the canonical weights")

@@ -47,9 +47,10 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     8 rows per expert, where one token's experts give too few tiles to keep every SM busy; with ``tma`` (the
     GPU has it) TMA weight loads for prefill, more than 32 rows per expert, where the GEMMs are compute-bound
     (weight-only schemes dequantize from pointer loads). Rows stop at 128: weight-only tiles of 256 rows, which
-    dequantize half as often per FLOP, measured slower on the H100 (docs/benchmarks/weight-only-h100.md).
+    dequantize half as often per FLOP, measured slower on the H100 on K-ordered codes (docs/benchmarks/weight-only-h100.md).
     ``swapped_only``: SWAP_AB alone, for weight-only codes stored in fragment order (the swapped tile was the fastest
-    in every full search of them on the H100, same file, session 34)."""
+    in every full search of them on the H100, same file, session 34), and 256 rows beyond 128 rows per expert (the
+    MMA's N = 256: Mixtral's GEMM2 at 4096 tokens 1 to 26% faster than with 128, same file)."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -57,7 +58,7 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     elif rows_per_expert <= 128:
         block_ms = (32, 64)
     else:
-        block_ms = (64, 128)
+        block_ms = (64, 128, 256) if swapped_only else (64, 128)
     swaps = (True,) if swapped_only else (False, True) if rows_per_expert <= 32 or weight_only else (False,)
     splits = (1, 2, 4) if rows_per_expert <= 8 else (1,)
     tmas = (False, True) if tma and rows_per_expert > 32 and not weight_only else (False,)
