@@ -168,8 +168,8 @@ class WeightOnly:
         64 values or a divisor or multiple of 64, or one group along K).
 
         The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper): every
-        full tile search on permuted codes on the H100 picked such tiles, and at 4096 tokens int4 got 5 to 44% faster
-        than on K order, fp8 30%, mxfp4 9 to 10%, with decode at parity (docs/benchmarks/weight-only-h100.md). Tiles
+        full tile search on permuted codes on the H100 picked such tiles, and at 4096 tokens int4 got 21 to 44% faster
+        than on K order, fp8 20 to 30%, mxfp4 9 to 10%, at 1 to 64 tokens -2 to +30% (docs/benchmarks/weight-only-h100.md). Tiles
         that do not (BLOCK_M 16 decode tiles on Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15
         to 55% slower on permuted ones. Kept in K order: nvfp4 (e4m3 scales over groups of 16), whose best decode
         tiles on permuted codes measured 2 to 10% slower at 1 to 64 tokens (12 to 37% faster at 4096), and 8-bit

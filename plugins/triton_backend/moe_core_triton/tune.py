@@ -1,12 +1,13 @@
 """Tune launch configurations on the GPU at hand and store them as a data file.
 
     python -m moe_core_triton.tune --preset qwen3-30b-a3b --scheme unquantized,fp8-block \\
-        --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json]
+        --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json] [--jobs 16]
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
 routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds) and the
 fastest is written; existing entries of the file are kept unless re-tuned. Each candidate's output is checked against
-the first candidate's before it is timed.
+the first candidate's before it is timed. ``--jobs N`` first compiles every case's candidates in N processes at once
+(:func:`compile_ahead`): compiling takes most of a full search's time, and runs on one CPU core per candidate.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import argparse
 import functools
 import itertools
 import json
+import os
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -201,6 +205,35 @@ def write_atomically(path: Path, text: str) -> None:
     partial.replace(path)
 
 
+def untimed(run) -> float:
+    """The timer of ``--compile-only``: times nothing (the candidate already ran once, which compiled it)."""
+    return 0.0
+
+
+def compile_ahead(cases: list[tuple[str, str, int]], refine: bool, jobs: int) -> None:
+    """Compile every candidate of ``cases`` (preset, scheme, tokens) into Triton's on-disk cache in ``jobs``
+    processes at once (``--compile-only``, one per case), so the timed search that follows in this process finds
+    them compiled. Compiling takes most of a search's time and one CPU core per candidate: on the 16-core H100
+    machine, 16 cases of about 130 candidates compiled in 397 s against about 30 minutes one after another
+    (docs/benchmarks/weight-only-h100.md, session 34). Each process holds its own layer on the GPU. A case that
+    fails here is only reported: the timed search runs it again and raises."""
+    started = time.monotonic()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def compile_case(case):
+        preset, scheme_name, tokens = case
+        command = [sys.executable, "-m", "moe_core_triton.tune", "--preset", preset, "--scheme", scheme_name,
+                   "--tokens", str(tokens), "--compile-only", *(["--refine"] if refine else [])]
+        done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            print(f"  compiling {preset} {scheme_name} T={tokens} failed ({last}); the timed search will run it again", file=sys.stderr)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(compile_case, cases))
+    print(f"compiled the candidates of {len(cases)} cases in {jobs} processes in {time.monotonic() - started:.0f} s", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", required=True, help="comma-separated model presets")
@@ -208,10 +241,22 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", default="1,16,64,256,1024,4096,16384")
     parser.add_argument("--out", help="data file (default: configs/<this device>.json in the package)")
     parser.add_argument("--refine", action="store_true", help="try only the current choice and its neighbours (see refinements())")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="compile the candidates of every case in this many processes at once first (compile_ahead())")
+    parser.add_argument("--compile-only", action="store_true", help="run each candidate once to compile it; time nothing, write nothing")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    cases = list(itertools.product(args.preset.split(","), args.scheme.split(","), [int(t) for t in args.tokens.split(",")]))
+    if args.compile_only:
+        for case in cases:
+            tune_case(*case, refine=args.refine, timer=untimed)
+        return 0
+    if args.jobs > 1:
+        compile_ahead(cases, args.refine, args.jobs)
     path = Path(args.out) if args.out else configs.CONFIG_DIR / configs.device_file_name(torch.cuda.get_device_name())
     data = json.loads(path.read_text()) if path.exists() else {}
-    for preset, scheme_name, tokens in itertools.product(args.preset.split(","), args.scheme.split(","), [int(t) for t in args.tokens.split(",")]):
+    for preset, scheme_name, tokens in cases:
         cfg = model(preset).config()
         best = tune_case(preset, scheme_name, tokens, refine=args.refine)
         for gemm, lc in best.items():

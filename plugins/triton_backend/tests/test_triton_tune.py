@@ -4,6 +4,7 @@ candidate; on a CPU it runs in the interpreter with a stand-in timer (timing its
 import dataclasses
 import itertools
 import json
+import subprocess
 
 import pytest
 import torch
@@ -92,6 +93,38 @@ def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(t
     assert data[gemm1] == {"1": picked.to_dict(), "16": picked.to_dict()}
     assert set(data) == set(kept) | {gemm1, configs.shape_key(cfg.num_experts, cfg.hidden_size, cfg.intermediate_size, "w4a16", 2)}
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]
+
+
+def test_jobs_compile_every_case_in_its_own_process_before_the_timed_search(tmp_path, monkeypatch, capsys):
+    """--jobs: one --compile-only process per (preset, scheme, tokens) case, all finished before this process times
+    the first case (which then finds the kernels in Triton's cache); a failed compile is reported, not fatal."""
+    events = []
+
+    def run(command, **kwargs):
+        events.append(("compile", command[command.index("--tokens") + 1], "--refine" in command, "--compile-only" in command))
+        return subprocess.CompletedProcess(command, 1 if command[command.index("--tokens") + 1] == "16" else 0, "", "boom")
+
+    def timed_case(preset, scheme_name, tokens, refine):
+        events.append(("time", str(tokens), refine, False))
+        return {1: configs.LaunchConfig(16, 64, 64, 1, 4, 4)}
+
+    monkeypatch.setattr(tune.subprocess, "run", run)
+    monkeypatch.setattr(tune, "tune_case", timed_case)
+    path = tmp_path / "gpu.json"
+    assert tune.main(["--preset", "tiny", "--scheme", "w4a16", "--tokens", "1,16,64", "--out", str(path), "--jobs", "2", "--refine"]) == 0
+    assert sorted(events[:3]) == [("compile", t, True, True) for t in ("1", "16", "64")]
+    assert events[3:] == [("time", t, True, False) for t in ("1", "16", "64")]
+    assert path.exists() and "compiling tiny w4a16 T=16 failed (boom)" in capsys.readouterr().err
+
+
+def test_compile_only_runs_every_candidate_times_nothing_and_writes_nothing(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(tune, "tune_case", lambda *case, refine, timer: seen.append((case, refine, timer(None))))
+    path = tmp_path / "gpu.json"
+    assert tune.main(["--preset", "tiny", "--scheme", "w4a16,fp8-w8a16", "--tokens", "4", "--out", str(path), "--compile-only"]) == 0
+    assert seen == [(("tiny", "w4a16", 4), False, 0.0), (("tiny", "fp8-w8a16", 4), False, 0.0)] and not path.exists()
+    with pytest.raises(SystemExit):
+        tune.main(["--preset", "tiny", "--scheme", "w4a16", "--jobs", "0"])
 
 
 def test_refinements_are_the_choice_and_its_neighbours():
