@@ -5,7 +5,8 @@
 # starts as the package's configs/<device>.json, or continues a copy left in $OUT by an earlier run that was
 # stopped (the tuner rewrites it atomically after every case), and is copied back into the package after every
 # job, so a benchmark run next uses it. Every candidate's time, swapped or not, is logged in $OUT/tune.log.
-# TUNE_ARGS passes options to every tuner call, e.g. TUNE_ARGS=--refine (only the current choices' neighbours).
+# TUNE_ARGS passes options to every tuner call, e.g. TUNE_ARGS=--refine (only the current choices' neighbours) or
+# TUNE_ARGS="--jobs $(nproc)" (compile every case's candidates in that many processes first: tune.compile_ahead).
 set -euo pipefail
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
