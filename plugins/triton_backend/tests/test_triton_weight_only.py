@@ -20,6 +20,7 @@ from moe_core.resolver import select
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
+from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.gemm import e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
@@ -145,6 +146,21 @@ def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype, (256, 192))
             if launch.name == "moe_gemm_kernel"} == {name not in ("w8a16", "w8a16-zp", "nvfp4-w4a16")}
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
+
+
+@pytest.mark.parametrize("name", ["w4a16", "mxfp4"])
+def test_256_row_gemm2_tiles_after_a_128_row_gemm1_match_the_reference(name):
+    """The H100 file's Mixtral w4a16 and mxfp4 GEMM2 tiles at 4096 tokens: swapped, 256 rows (the MMA's N) on permuted
+    codes, after a 128-row GEMM1, so the forward builds a second block table for GEMM2."""
+    cfg = MoEConfig(4, 2, 256, 192, dtype=DTYPES[-1])
+    weights, x, routing = problem(cfg, name, tokens=300, seed=3)
+
+    class Tall(TritonKernel):
+        def _config(self, device, rows, n, k, gemm, tokens):
+            rows_n = (128, 64) if gemm == 1 else (256, 128)
+            return self.as_run(LaunchConfig(*rows_n, 64, 8, 4, 4, SWAP_AB=True), k, device)
+
+    assert against_reference(Tall, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
 @pytest.mark.parametrize("name", ["w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16"])
