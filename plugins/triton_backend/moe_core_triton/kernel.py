@@ -281,7 +281,7 @@ class TritonKernel(MoEKernel):
             if name in ("w13", "w2") and self.weight_only is not None:
                 codes = t.contiguous().view(torch.uint8) if float_bits else t.contiguous()
                 k = t.shape[-1] * (2 if self.weight_only.packed else 1)
-                fix[name] = permute_k(codes, self.weight_only.packed) if self.weight_only.permutes(k) else codes
+                fix[name] = permute_k(codes, self.weight_only.packed) if self.codes_permuted(k) else codes
             elif name in ("w13", "w2", "w13_zero", "w2_zero"):
                 fix[name] = t.contiguous()
             elif packed_scales and name in ("w13_scale", "w2_scale"):
@@ -546,7 +546,7 @@ class TritonKernel(MoEKernel):
             W_SCALE=wo.scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group), SCALE_16=wo.scales_in(self.config.dtype),
-            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=wo.permutes(k),
+            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=self.codes_permuted(k),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
             **routes,
@@ -564,6 +564,11 @@ class TritonKernel(MoEKernel):
         block boundary), so each K step multiplies by one scalar weight scale instead of a column vector."""
         i = self.config.intermediate_size
         return self.mode.scales == 2 and BLOCK_SCALE_GROUP % lc.BLOCK_N == 0 and (not gated or i % BLOCK_SCALE_GROUP == 0)
+
+    def codes_permuted(self, k: int) -> bool:
+        """Whether this layer's weight codes of reduction size ``k`` are stored in fragment order
+        (:meth:`WeightOnly.permutes`); never for schemes that are not weight-only."""
+        return self.weight_only is not None and self.weight_only.permutes(k)
 
     @property
     def block_k_limit(self) -> int | None:
@@ -588,8 +593,8 @@ class TritonKernel(MoEKernel):
 
     def _config(self, device: torch.device, rows: int, n: int, k: int, gemm: int, tokens: int) -> configs.LaunchConfig:
         quantized_8bit = self.activation_key is not None  # 8-bit MMA operands (weight-only schemes run 16-bit MMA)
-        permuted = self.weight_only is not None and self.weight_only.permutes(k)
-        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit, permuted)
+        fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit,
+                                     self.codes_permuted(k))
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
         return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k, device)
 

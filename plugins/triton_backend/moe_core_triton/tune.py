@@ -124,7 +124,6 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     budget = tolerance(sch.activation_key, cfg.dtype)  # fp8 intermediates: one flipped rounding moves a value 1/16
     here = torch.device(device)
     tma = has_tma(here)
-    wo = kernel.weight_only
     best = {}
     for gemm, (k, step) in steps.items():
         started = time.monotonic()
@@ -134,7 +133,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
             n = i if gemm == 1 else h
             tried = refinements(kernel._config(here, rows, n, k, gemm, tokens), tma)
         else:
-            tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, wo is not None, tma, wo is not None and wo.permutes(k))
+            tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k))
         for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs)
             table = kernel.rows_of(launch, routing.topk_ids)

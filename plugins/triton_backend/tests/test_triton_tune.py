@@ -33,10 +33,8 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
     best = tune_case("tiny", name, tokens=3, device=DEVICE, timer=timer)
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
-    wo = kernel.weight_only
-
     def tried(k):  # codes in fragment order: swapped tiles only
-        found = candidates(3 * cfg.top_k / cfg.num_experts, None, wo is not None, swapped_only=wo is not None and wo.permutes(k))
+        found = candidates(3 * cfg.top_k / cfg.num_experts, None, kernel.weight_only is not None, swapped_only=kernel.codes_permuted(k))
         return list(dict.fromkeys(kernel.as_run(c, k, HERE) for c in found))
 
     per_gemm = {gemm: tried(k) for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
@@ -78,6 +76,8 @@ def test_candidates_are_adjusted_as_the_kernel_adjusts_block_k():
     assert TritonKernel(cfg, groups_of_48, None).as_run(lc, 7168, HERE).BLOCK_K == 16  # a tile never straddles groups unevenly
     assert TritonKernel(cfg, *scheme("nvfp4-w4a16").keys).as_run(lc, 256, HERE) == lc  # 4 whole groups of 16 per tile
     assert TritonKernel(cfg, None, None).as_run(lc, 7168, HERE) is lc
+    # Codes in fragment order: a weight-only layer's, never a layer that is not weight-only.
+    assert TritonKernel(cfg, *scheme("w4a16").keys).codes_permuted(7168) and not TritonKernel(cfg, None, None).codes_permuted(7168)
 
 
 def test_main_merges_new_entries_into_the_data_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
