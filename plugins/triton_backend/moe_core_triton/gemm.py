@@ -371,9 +371,12 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         values = biased_int4(raw, dtype, W_PTX)
         if W_ZERO == 1:
             values = values - (INT4_BIAS + 8.0)
-    elif SCALE_AFTER_DOT or W_ZERO == 2:
-        # Converted: unscaled 8-bit codes go to 16 bits next, which Triton does by bit tricks itself; with zero points
-        # int_codes_minus measured slower on the H100 (docs/benchmarks/weight-only-h100.md).
+    elif not W_PACKED:  # 8-bit integer codes (int8: moe_core_triton.kernel.signed_bytes): exact dtype values
+        values = raw.to(dtype)  # Triton's bit operations, two instructions a value (sm_90 SASS)
+        if not SCALE_AFTER_DOT and not IN_DTYPE:
+            values = values.to(tl.float32)
+    elif SCALE_AFTER_DOT or W_ZERO == 2:  # 4-bit integer codes in float32, converted (with zero points
+        # int_codes_minus measured slower on the H100, docs/benchmarks/weight-only-h100.md)
         values = integer_codes(raw, W_PACKED).to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0

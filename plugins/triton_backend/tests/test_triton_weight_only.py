@@ -4,6 +4,8 @@ CPU: the Triton interpreter, float16 (bfloat16 is garbage there). GPU: compiled,
 DeepSeek-sized K, the batched format and CUDA-graph capture.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 import triton
@@ -122,7 +124,7 @@ def test_the_dequantization_each_scheme_declares():
     # Codes stored in fragment order (K whole chunks of 64, groups whole in a chunk or chunks whole in a group) are read
     # in whole chunks: BLOCK_K at least 64.
     assert [wo["w4a16"].permutes(k) for k in (7168, 768, 200, 96)] == [True, True, False, False]
-    assert [name for name in WEIGHT_ONLY_SCHEMES if not wo[name].permutes(2048)] == ["w8a16", "w8a16-zp", "nvfp4-w4a16"]
+    assert [name for name in WEIGHT_ONLY_SCHEMES if not wo[name].permutes(2048)] == ["nvfp4-w4a16"]
     assert wo["mxfp4"].permutes(2880) and wo["fp8-block-w8a16"].block_k(16, 768) == 64  # gpt-oss: 45 chunks
     assert not WeightOnly(True, 0, 1, 0, False, 48).permutes(7168) and WeightOnly(True, 0, 1, 0, False, 32).permutes(7168)
     assert wo["w4a16"].block_k(32, 7168) == 64 and wo["mxfp4"].block_k(16, 2880) == 64 and wo["w4a16"].block_k(32, 200) == 32
@@ -133,9 +135,9 @@ def test_the_dequantization_each_scheme_declares():
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
-    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4, e4m3 and mxfp4 codes in fragment order
-    (k_order) and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped or not,
-    match the reference; odd sizes, 8-bit integer codes and nvfp4 keep K order (and match it too)."""
+    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4, 8-bit integer, e4m3 and mxfp4 codes in
+    fragment order (k_order) and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped
+    or not, match the reference; odd sizes and nvfp4 keep K order (and match it too)."""
     from moe_core_triton.compile_check import launches_of
 
     cfg = MoEConfig(8, 2, 256, 192, dtype=DTYPES[-1])
@@ -144,7 +146,7 @@ def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
         kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
         assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype, (256, 192))
-            if launch.name == "moe_gemm_kernel"} == {name not in ("w8a16", "w8a16-zp", "nvfp4-w4a16")}
+            if launch.name == "moe_gemm_kernel"} == {name != "nvfp4-w4a16"}
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
 
 
@@ -163,7 +165,7 @@ def test_256_row_gemm2_tiles_after_a_128_row_gemm1_match_the_reference(name):
     assert against_reference(Tall, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
-@pytest.mark.parametrize("name", ["w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16"])
+@pytest.mark.parametrize("name", ["w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "fp8-w8a16", "fp8-block-w8a16"])
 def test_weights_scaled_in_16_bits_match_the_reference(name, monkeypatch):
     """Prefill tiles with SCALE_16 (WeightOnly.scales_in; bfloat16 on a GPU) make exact 16-bit values, subtract the
     zero point (int4: with the bias of biased_int4) and scale in 16 bits. Forced here for float16, the interpreter's
@@ -182,6 +184,27 @@ def _gemm_launches(name, cfg):
 
     return [launch for launch in launches_of(name, 6, False, cfg.dtype, (cfg.hidden_size, cfg.intermediate_size))
             if launch.name == "moe_gemm_kernel"]
+
+
+@pytest.mark.parametrize("block_m", [16, 64])
+def test_8_bit_codes_with_zero_points_are_stored_signed_and_match_the_reference_at_the_range_ends(block_m):
+    """w8a16-zp's uint8 codes and zero points are stored as int8, each less 128 (kernel.signed_bytes), which Triton
+    turns into 16-bit values by bit operations: code - zero is unchanged, here with codes and zero points only 0 and
+    255, so values reach -255 and 255 times the scale, on decode and prefill tiles."""
+    cfg = MoEConfig(4, 2, 256, 192, dtype=DTYPES[-1])
+    weights, x, routing = problem(cfg, "w8a16-zp", tokens=6, seed=9)
+    g = torch.Generator().manual_seed(10)
+
+    def ends(t):
+        return (torch.randint(0, 2, t.shape, generator=g) * 255).to(torch.uint8).to(t.device)
+
+    weights = replace(weights, w13=ends(weights.w13), w2=ends(weights.w2), w13_zero=ends(weights.w13_zero), w2_zero=ends(weights.w2_zero))
+    prepared = TritonKernel(cfg, *quant.scheme("w8a16-zp").keys).prepare_weights(weights)
+    assert prepared.w13.dtype == prepared.w13_zero.dtype == torch.int8
+    assert torch.equal(prepared.w2_zero.cpu().to(torch.int16), weights.w2_zero.cpu().to(torch.int16) - 128)
+    assert sorted(prepared.w2.unique().tolist()) == [-128, 127]
+    kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=True)
+    assert against_reference(kernel_cls, cfg, "w8a16-zp", weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
 def test_prepared_weights_are_refused_a_second_preparation():
