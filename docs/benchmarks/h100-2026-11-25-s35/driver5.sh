@@ -3,8 +3,8 @@
 cd "$(dirname "$0")/../../.."
 s=$(date +%s)
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton_backend 2>&1 | tail -2
-cd plugins/triton_backend
-F="tests/test_triton_k_order.py tests/test_triton_configs.py tests/test_triton_tune.py tests/test_triton_weight_only.py"
+T=plugins/triton_backend/tests  # node ids are relative to the repository root (pytest's rootdir)
+F="$T/test_triton_k_order.py $T/test_triton_configs.py $T/test_triton_tune.py $T/test_triton_weight_only.py"
 python3 -m pytest -q -p no:cacheprovider --collect-only $F 2>/dev/null | grep "::" > /tmp/ids.txt
 split -n r/4 /tmp/ids.txt /tmp/part_
 for p in /tmp/part_*; do
