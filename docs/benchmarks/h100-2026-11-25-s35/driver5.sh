@@ -8,7 +8,8 @@ F="$T/test_triton_k_order.py $T/test_triton_configs.py $T/test_triton_tune.py $T
 python3 -m pytest -q -p no:cacheprovider --collect-only $F 2>/dev/null | grep "::" > /tmp/ids.txt
 split -n r/4 /tmp/ids.txt /tmp/part_
 for p in /tmp/part_*; do
-  timeout 560 python3 -m pytest -q -p no:cacheprovider $(cat $p) > $OUT/gpu_tests5_$(basename $p).txt 2>&1 &
+  mapfile -t ids < $p  # ids hold spaces ("integer ops")
+  timeout 560 python3 -m pytest -q -p no:cacheprovider "${ids[@]}" > $OUT/gpu_tests5_$(basename $p).txt 2>&1 &
 done
 wait; echo "tests $(wc -l < /tmp/ids.txt) after $(( $(date +%s) - s )) s"
 tail -n 3 $OUT/gpu_tests5_*.txt | grep -E "passed|failed|error|==>"
