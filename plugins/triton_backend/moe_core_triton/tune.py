@@ -40,6 +40,9 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
     (64, 64, 4, 4), (64, 128, 4, 4), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (32, 128, 4, 5), (32, 64, 4, 4),
     (128, 128, 8, 4), (256, 64, 8, 4),  # the fastest prefill tiles with TMA_B on the H100 (docs/benchmarks/triton-h100.md)
     (256, 128, 8, 3), (128, 128, 4, 3),  # the fastest fp8 prefill tiles of Qwen3 at 4096 tokens, 64 rows (same file)
+    # K steps of 256: Mixtral's fastest decode tiles of int4, int8 and e4m3 codes, 2 to 8% faster GEMM steps than
+    # tiles of 128 (docs/benchmarks/weight-only-h100.md, session 35)
+    (64, 256, 4, 4), (64, 256, 4, 6), (128, 256, 8, 4),
 ]
 
 
