@@ -324,15 +324,20 @@ def e2m1_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     return values
 
 
+#: What :func:`biased_int4` adds to each int4 code: 128 in bfloat16 (bits 0x4300), 1024 in float16 (bits 0x6400).
+INT4_BIAS_BF16 = tl.constexpr(128.0)
+INT4_BIAS_FP16 = tl.constexpr(1024.0)
+
+
 @triton.jit
 def int4_minus_zero(raw, zero, dtype: tl.constexpr, W_PTX: tl.constexpr):
     """Packed 4-bit codes (:func:`biased_int4`) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
     float16): bias + code, less bias + zero in ``dtype``. Every value involved is a small integer, so the result is
     exact: the same bits as converting ``code - zero`` itself."""
     if dtype == tl.bfloat16:
-        bias = 128.0
+        bias = INT4_BIAS_BF16
     else:
-        bias = 1024.0
+        bias = INT4_BIAS_FP16
     return biased_int4(raw, dtype, W_PTX) - (zero + bias).to(dtype)[:, None]
 
 
@@ -350,7 +355,7 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
     INT4_DIRECT: tl.constexpr = SCALE_AFTER_DOT and W_PACKED and W_CODES == 0 and (dtype == tl.bfloat16 or dtype == tl.float16)
     IN_DTYPE: tl.constexpr = SCALE_16 and not SCALE_AFTER_DOT  # scaled weights made in dtype
     # int4 codes made in dtype are bias + code (biased_int4): the bias is subtracted with the zero point.
-    INT4_BIAS: tl.constexpr = (128.0 if dtype == tl.bfloat16 else 1024.0) if IN_DTYPE and W_PACKED and W_CODES == 0 else 0.0
+    INT4_BIAS: tl.constexpr = (INT4_BIAS_BF16 if dtype == tl.bfloat16 else INT4_BIAS_FP16) if IN_DTYPE and W_PACKED and W_CODES == 0 else 0.0
     if INT4_DIRECT:  # decode tiles of int4 codes: one group per tile, no scales here
         if W_ZERO == 2:
             zero = tl.load(z_ptrs + (k0 // W_GROUP) * stride_bsk, mask=n_ok, other=0).to(tl.float32)
