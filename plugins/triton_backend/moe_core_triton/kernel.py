@@ -141,13 +141,14 @@ class WeightOnly:
         return self.codes == 0 and not self.packed
 
     def scales_in(self, dtype: torch.dtype) -> bool:
-        """``SCALE_16``: whether tiles that scale the weights (not the tile product) do it in ``dtype``, the activations'
-        16-bit type: codes whose exact 16-bit values cost a few bit operations (every code: 4- and 8-bit integers, e4m3,
-        e2m1) where every scale fits the type's range, in bfloat16 always (float32's range; a float32 scale rounds to 8 significant bits,
-        e8m0 and e4m3 scales are exact), in float16 only e4m3 scales (nvfp4), which it holds exactly (float16 would flush
-        small float32 scales and overflow large e8m0 ones). A 16-bit multiply does two values per instruction and needs
-        no conversion to and from float32: prefill tiles, where the MMA waits on the dequantization, get faster (8-bit
-        integers at 4096 tokens 21 to 47% with their codes in fragment order, docs/benchmarks/weight-only-h100.md)."""
+        """``SCALE_16``: whether tiles that scale the weights (not the tile product) do it in ``dtype``, the
+        activations' 16-bit type. Every code's exact 16-bit values cost a few bit operations (4- and 8-bit integers,
+        e4m3, e2m1); the scales must fit the type's range: in bfloat16 always (float32's range; a float32 scale rounds
+        to 8 significant bits, e8m0 and e4m3 scales are exact), in float16 only e4m3 scales (nvfp4), which it holds
+        exactly (float16 would flush small float32 scales and overflow large e8m0 ones). A 16-bit multiply does two
+        values per instruction and needs no conversion to and from float32: prefill tiles, where the MMA waits on the
+        dequantization, get faster (8-bit integers at 4096 tokens 21 to 47% with their codes in fragment order,
+        docs/benchmarks/weight-only-h100.md)."""
         return dtype == torch.bfloat16 or self.scale == 1
 
     def codes_for(self, dtype: torch.dtype) -> int:
@@ -164,15 +165,14 @@ class WeightOnly:
 
     def permutes(self, k: int) -> bool:
         """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): int4,
-        8-bit integer, e4m3 and mxfp4's e2m1 codes, where K is whole chunks and a chunk never splits a scale group unevenly (groups of
-        64 values or a divisor or multiple of 64, or one group along K).
+        8-bit integer, e4m3 and mxfp4's e2m1 codes, where K is whole chunks and a chunk never splits a scale group
+        unevenly (groups of 64 values or a divisor or multiple of 64, or one group along K).
 
         The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper): every
         full tile search on permuted codes on the H100 picked such tiles, and at 4096 tokens int4 got 21 to 44% faster
         than on K order, fp8 20 to 30%, 8-bit integers 21 to 47% (with bfloat16 scaling), mxfp4 9 to 10%, at 1 to 64
-        tokens -6 to +30% (docs/benchmarks/weight-only-h100.md). Tiles
-        that do not (BLOCK_M 16 decode tiles on Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15
-        to 55% slower on permuted ones. Kept in K order: nvfp4 (e4m3 scales over groups of 16), whose best decode
+        tokens -6 to +30% (docs/benchmarks/weight-only-h100.md). Tiles that do not (BLOCK_M 16 decode tiles on
+        Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15 to 55% slower on permuted ones. Kept in K order: nvfp4 (e4m3 scales over groups of 16), whose best decode
         tiles on permuted codes measured 2 to 10% slower at 1 to 64 tokens (12 to 37% faster at 4096)."""
         group = self.group_for(k)
         nvfp4 = self.scale == 1
