@@ -172,8 +172,9 @@ class WeightOnly:
         full tile search on permuted codes on the H100 picked such tiles, and at 4096 tokens int4 got 21 to 44% faster
         than on K order, fp8 20 to 30%, 8-bit integers 21 to 47% (with bfloat16 scaling), mxfp4 9 to 10%, at 1 to 64
         tokens -6 to +30% (docs/benchmarks/weight-only-h100.md). Tiles that do not (BLOCK_M 16 decode tiles on
-        Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15 to 55% slower on permuted ones. Kept in K order: nvfp4 (e4m3 scales over groups of 16), whose best decode
-        tiles on permuted codes measured 2 to 10% slower at 1 to 64 tokens (12 to 37% faster at 4096)."""
+        Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15 to 55% slower on permuted ones. Kept in
+        K order: nvfp4 (e4m3 scales over groups of 16), whose best decode tiles on permuted codes measured 2 to 10%
+        slower at 1 to 64 tokens (12 to 37% faster at 4096)."""
         group = self.group_for(k)
         nvfp4 = self.scale == 1
         return not nvfp4 and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
