@@ -385,7 +385,7 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         values = integer_codes(raw, W_PACKED).to(tl.float32)
         if W_ZERO == 1:
             values = values - 8.0
-    else:  # symmetric codes, scaled in float32 next
+    else:  # symmetric 4-bit integer codes, scaled in float32 next
         values = int_codes_minus(integer_codes(raw, W_PACKED), 8.0 if W_ZERO == 1 else 0.0)
     if INT4_DIRECT:
         pass

@@ -305,8 +305,8 @@ def _int_codes_minus_kernel(codes_ptr, out_ptr, BIAS: tl.constexpr):
 
 @pytest.mark.parametrize("bias", [0.0, 8.0])
 def test_integer_codes_become_float32_exactly_without_a_conversion(bias):
-    """Prefill tiles of symmetric integer codes make them float32 by their bits (gemm.int_codes_minus): every int8,
-    uint8 and int4 code, minus the implicit zero point where there is one, exactly."""
+    """Prefill tiles of symmetric int4 codes scaled in float32 (float16 activations) make them float32 by their bits
+    (gemm.int_codes_minus): every code from -128 to 383, minus the implicit zero point where there is one, exactly."""
     codes = torch.arange(-128, 384, dtype=torch.int32)
     out = torch.empty(512, dtype=torch.float32, device=DEVICE)
     _int_codes_minus_kernel[(1,)](codes.to(DEVICE), out, BIAS=bias)
