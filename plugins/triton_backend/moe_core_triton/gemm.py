@@ -380,11 +380,9 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         values = raw.to(dtype)  # Triton's bit operations, two instructions a value (sm_90 SASS)
         if not SCALE_AFTER_DOT and not IN_DTYPE:
             values = values.to(tl.float32)
-    elif SCALE_AFTER_DOT or W_ZERO == 2:  # 4-bit integer codes in float32, converted (with zero points
-        # int_codes_minus measured slower on the H100, docs/benchmarks/weight-only-h100.md)
+    elif W_ZERO == 2:  # 4-bit integer codes with zero points in float32 (float16 prefill), converted: int_codes_minus
+        # measured slower for them on the H100 (docs/benchmarks/weight-only-h100.md)
         values = integer_codes(raw, W_PACKED).to(tl.float32)
-        if W_ZERO == 1:
-            values = values - 8.0
     else:  # symmetric 4-bit integer codes, scaled in float32 next
         values = int_codes_minus(integer_codes(raw, W_PACKED), 8.0 if W_ZERO == 1 else 0.0)
     if INT4_DIRECT:
