@@ -1,0 +1,169 @@
+"""Session 36 probe: one-token layers as one kernel, GEMM2 fused into GEMM1 along the intermediate (issue 12, 1-token decode).
+
+Each program takes one (token, expert) pair and BN columns of the intermediate: it computes gate and up for them
+(GEMM1 over the whole hidden size, tensor cores with the token padded to M columns), applies SiLU, the product and the
+router weight, rounds the intermediate slice to the activations' dtype (as the unfused layer stores it), and multiplies
+it by the matching BN columns of w2 (GEMM2 split along its reduction), adding the [H] partial row into a float32 sum
+with atomics. The last program to arrive casts the sum into the output and zeroes the sum and its counter for the next
+launch. No grid-wide wait: GEMM2's weights stream in the same kernel as GEMM1's.
+
+Times one forward's CUDA graph (the L2 emptied by reading 256 MB before each replay, as `moe-core bench`), against the
+plugin's layer in the same process, for every variant (BN, BK, BH, warps, stages). Checks each variant's output
+against the plugin's. Also runs on the CPU interpreter (TRITON_INTERPRET=1, float16, a small layer) as a check.
+
+    python fused_probe.py [presets=qwen3-30b-a3b,mixtral-8x7b]
+"""
+import itertools, os, statistics, sys
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_ptr, out_ptr, H, I, programs, total,
+                      TOP_K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BH: tl.constexpr, M: tl.constexpr,
+                      FLAT: tl.constexpr):
+    p = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    expert = tl.load(ids_ptr + p).to(tl.int64)
+    token = p // TOP_K
+    rw = tl.load(rw_ptr + p).to(tl.float32)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    cols = tl.arange(0, M)
+    col_ok = cols == 0
+    a_ptrs = x_ptr + token * H + offs_k[:, None] + cols[None, :] * 0
+    g_ptrs = w13_ptr + expert * 2 * I * H + offs_n[:, None] * H + offs_k[None, :]
+    acc_g = tl.zeros((BN, M), tl.float32)
+    acc_u = tl.zeros((BN, M), tl.float32)
+    for k in range(0, H, BK):
+        a = tl.load(a_ptrs, mask=col_ok[None, :], other=0.0)
+        wg = tl.load(g_ptrs)
+        wu = tl.load(g_ptrs + I * H)
+        acc_g = tl.dot(wg, a, acc_g)
+        acc_u = tl.dot(wu, a, acc_u)
+        a_ptrs += BK
+        g_ptrs += BK
+    inter = (acc_g * tl.sigmoid(acc_g) * acc_u).to(x_ptr.dtype.element_ty).to(tl.float32) * rw
+    inter = inter.to(x_ptr.dtype.element_ty)
+    offs_h = tl.arange(0, BH)
+    d_ptrs = w2_ptr + expert * H * I + offs_h[:, None] * I + offs_n[None, :]
+    s_ptrs = sum_ptr + token * H + offs_h
+    for h0 in range(0, H, BH):
+        w2 = tl.load(d_ptrs)
+        part = tl.dot(w2, inter)
+        tl.atomic_add(s_ptrs, tl.sum(part, axis=1), sem="relaxed")
+        d_ptrs += BH * I
+        s_ptrs += BH
+    tl.debug_barrier()
+    if tl.atomic_add(count_ptr, 1, sem="acq_rel") == programs - 1:
+        for f in range(0, total, FLAT):
+            offs = f + tl.arange(0, FLAT)
+            ok = offs < total
+            s = tl.load(sum_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")
+            tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=ok)
+            tl.store(sum_ptr + offs, tl.zeros((FLAT,), tl.float32), mask=ok)
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed")
+
+
+class Fused:
+    def __init__(self, w13, w2, tokens, top_k, BN, BK, BH, warps, stages):
+        self.w13, self.w2 = w13, w2
+        E, two_i, H = w13.shape
+        self.H, self.I = H, two_i // 2
+        self.top_k = top_k
+        self.cfg = dict(BN=BN, BK=BK, BH=BH, warps=warps, stages=stages)
+        self.sum = torch.zeros(tokens * H, dtype=torch.float32, device=w13.device)
+        self.count = torch.zeros(1, dtype=torch.int32, device=w13.device)
+        self.out = torch.empty(tokens, H, dtype=w13.dtype, device=w13.device)
+        self.grid = (tokens * top_k, self.I // BN)
+        self.opts = dict(TOP_K=top_k, BN=BN, BK=BK, BH=BH, M=16, FLAT=1024, num_warps=warps, num_stages=stages)
+
+    def __call__(self, x, ids, weights):
+        fused_pair_kernel[self.grid](x, self.w13, self.w2, ids, weights, self.sum, self.count, self.out, self.H, self.I,
+                                     self.grid[0] * self.grid[1], self.sum.numel(), **self.opts)
+        return self.out
+
+
+def reference(x, w13, w2, ids, weights):
+    out = torch.zeros(x.shape[0], w13.shape[2], dtype=torch.float32, device=x.device)
+    I = w13.shape[1] // 2
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j])
+            h = w13[e].float() @ x[t].float()
+            inter = (torch.nn.functional.silu(h[:I]) * h[I:]).to(x.dtype).float() * weights[t, j].float()
+            out[t] += w2[e].float() @ inter.to(x.dtype).float()
+    return out
+
+
+def cpu_check():
+    torch.manual_seed(0)
+    E, H, I, k = 4, 64, 64, 2
+    w13 = (torch.randn(E, 2 * I, H) / 8).half()
+    w2 = (torch.randn(E, H, I) / 8).half()
+    x = torch.randn(1, H).half()
+    ids = torch.tensor([[3, 1]], dtype=torch.int32)
+    wts = torch.tensor([[0.7, 0.3]])
+    f = Fused(w13, w2, 1, k, BN=32, BK=32, BH=32, warps=4, stages=2)
+    for _ in range(2):  # the second run checks the sums and counter were left at zero
+        got = f(x, ids, wts).float()
+    ref = reference(x, w13, w2, ids, wts)
+    err = ((got - ref).abs().max() / ref.abs().max()).item()
+    print("cpu check: relative error", f"{err:.2e}", "counter", int(f.count), "sums zero", bool((f.sum == 0).all()))
+    assert err < 2e-2 and int(f.count) == 0 and bool((f.sum == 0).all())
+
+
+def gpu_probe(presets):
+    from moe_core.presets import model, random_inputs, random_layer
+    from moe_core.quant import scheme
+    from moe_core_triton.kernel import TritonKernel
+    sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/h100-2026-11-24-s31")
+    from decode_timing import FLUSH, events_median, graph
+
+    print("preset | variant | graph us | vs plugin | max rel diff")
+    for preset in presets:
+        cfg = model(preset).config()
+        sch = scheme("unquantized")
+        raw = random_layer(cfg, sch, device="cuda")
+        kernel = TritonKernel(cfg, *sch.keys)
+        w = kernel.prepare_weights(raw)
+        x, r = random_inputs(cfg, 1, device="cuda", seed=1)
+        ids = r.topk_ids.to(torch.int32).contiguous()
+        wts = r.topk_weights.float().contiguous()
+        want = kernel.apply(x, w, r).float()
+        g_plugin = graph(lambda j: kernel.apply(x, w, r))
+        base = statistics.median(events_median(g_plugin.replay, FLUSH["read"], 100) for _ in range(5))
+        nbytes = (raw.w13.numel() + raw.w2.numel()) * 2 * cfg.top_k / cfg.num_experts
+        print(f"{preset} | plugin | {base:.1f} | 1.00 | - | roofline at 3.03 TB/s: {nbytes / 3.03e6:.1f} us", flush=True)
+        results = []
+        for BN, BK, BH, warps, stages in itertools.product((32, 64), (64, 128), (64, 128), (4, 8), (3, 4, 5)):
+            if warps == 8 and BN == 32:
+                continue
+            f = Fused(raw.w13, raw.w2, 1, cfg.top_k, BN, BK, BH, warps, stages)
+            try:
+                got = f(x, ids, wts).float()
+                torch.cuda.synchronize()
+            except Exception as exc:  # out of shared memory and the like
+                print(f"{preset} | {f.cfg} | failed: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                continue
+            diff = ((got - want).abs().max() / want.abs().max()).item()
+            g = graph(lambda j: f(x, ids, wts))
+            t = statistics.median(events_median(g.replay, FLUSH["read"], 100) for _ in range(3))
+            results.append((t, f.cfg, diff))
+            print(f"{preset} | {f.cfg} | {t:.1f} | {base / t:.2f} | {diff:.2e}", flush=True)
+        results.sort(key=lambda row: row[0])
+        print(f"{preset} best: {results[0][0]:.1f} us {results[0][1]} (plugin {base:.1f}; roofline {nbytes / 3.03e6:.1f}: "
+              f"{100 * nbytes / 3.03e6 / results[0][0]:.1f}%)", flush=True)
+        del kernel, w, raw
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    if INTERPRET:
+        cpu_check()
+    else:
+        pick = dict(a.split("=", 1) for a in sys.argv[1:])
+        gpu_probe(pick.get("presets", "qwen3-30b-a3b,mixtral-8x7b").split(","))
