@@ -15,7 +15,9 @@ against the plugin's. Also runs on the CPU interpreter (TRITON_INTERPRET=1, floa
 
 Call 1 (driver1.sh) ran the first version: both presets, every BN/BK/BH/warps/stages. Its Mixtral rows showed wrong sums
 for some variants; "race" repeats them with and without a fence by every thread before the arrival, "tune" searches
-Qwen3 at one token with an L2 prefetch of each program's w2 columns (PREFETCH), "tokens" times 1 to 8 tokens.
+Qwen3 at one token with an L2 prefetch of each program's w2 columns (PREFETCH), "tokens" times 1 to 8 tokens (call 2).
+Call 3: "race" compares the row sum through shared memory with atomics where each thread holds the token's column
+(ROW_SUM 0); "tune" searches the columns per program (cols, masked in a BN tile) at 1 and 2 tokens.
 """
 import itertools, os, statistics, sys
 import torch
@@ -26,32 +28,33 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_ptr, out_ptr, H, I, programs, total,
+def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_ptr, out_ptr, H, I, programs, total, cols,
                       TOP_K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BH: tl.constexpr, M: tl.constexpr,
-                      FLAT: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr):
+                      FLAT: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, ROW_SUM: tl.constexpr):
     p = tl.program_id(0)
     pid_n = tl.program_id(1)
     expert = tl.load(ids_ptr + p).to(tl.int64)
     token = p // TOP_K
     rw = tl.load(rw_ptr + p).to(tl.float32)
-    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_n = pid_n * cols + tl.arange(0, BN)  # this program's cols columns of the intermediate (cols <= BN)
+    n_ok = (tl.arange(0, BN) < cols) & (offs_n < I)
     if PREFETCH:  # this program's w2 columns, row by row, into the L2 while GEMM1 streams
         for r0 in range(0, H, 1024):
             rows = r0 + tl.arange(0, 1024)
             addresses = (w2_ptr + expert * H * I + rows.to(tl.int64) * I + pid_n * BN).to(tl.int64)
             tl.inline_asm_elementwise("{ cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }", "=r,l,r",
-                                      [addresses, tl.full((1024,), BN * 2, tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+                                      [addresses, tl.full((1024,), cols * 2, tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
     offs_k = tl.arange(0, BK)
-    cols = tl.arange(0, M)
-    col_ok = cols == 0
-    a_ptrs = x_ptr + token * H + offs_k[:, None] + cols[None, :] * 0
+    cols_m = tl.arange(0, M)
+    col_ok = cols_m == 0
+    a_ptrs = x_ptr + token * H + offs_k[:, None] + cols_m[None, :] * 0
     g_ptrs = w13_ptr + expert * 2 * I * H + offs_n[:, None] * H + offs_k[None, :]
     acc_g = tl.zeros((BN, M), tl.float32)
     acc_u = tl.zeros((BN, M), tl.float32)
     for k in range(0, H, BK):
         a = tl.load(a_ptrs, mask=col_ok[None, :], other=0.0)
-        wg = tl.load(g_ptrs)
-        wu = tl.load(g_ptrs + I * H)
+        wg = tl.load(g_ptrs, mask=n_ok[:, None], other=0.0)
+        wu = tl.load(g_ptrs + I * H, mask=n_ok[:, None], other=0.0)
         acc_g = tl.dot(wg, a, acc_g)
         acc_u = tl.dot(wu, a, acc_u)
         a_ptrs += BK
@@ -62,9 +65,12 @@ def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_pt
     d_ptrs = w2_ptr + expert * H * I + offs_h[:, None] * I + offs_n[None, :]
     s_ptrs = sum_ptr + token * H + offs_h
     for h0 in range(0, H, BH):
-        w2 = tl.load(d_ptrs)
+        w2 = tl.load(d_ptrs, mask=n_ok[None, :], other=0.0)
         part = tl.dot(w2, inter)
-        tl.atomic_add(s_ptrs, tl.sum(part, axis=1), sem="relaxed")
+        if ROW_SUM:  # call 1 and 2: the token's column summed across threads first (through shared memory)
+            tl.atomic_add(s_ptrs, tl.sum(part, axis=1), sem="relaxed")
+        else:  # the product's column of the token, added where each thread holds it
+            tl.atomic_add(s_ptrs[:, None] + cols_m[None, :] * 0, part, mask=col_ok[None, :], sem="relaxed")
         d_ptrs += BH * I
         s_ptrs += BH
     if FENCE:  # every thread's atomics on the sums ordered before the arrival below
@@ -81,22 +87,27 @@ def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_pt
         tl.atomic_xchg(count_ptr, 0, sem="relaxed")
 
 
+def next_p2(n):
+    return 1 << (n - 1).bit_length()
+
+
 class Fused:
-    def __init__(self, w13, w2, tokens, top_k, BN, BK, BH, warps, stages, prefetch=0, fence=0):
+    def __init__(self, w13, w2, tokens, top_k, BN, BK, BH, warps, stages, prefetch=0, fence=0, row_sum=1, cols=None):
         self.w13, self.w2 = w13, w2
         E, two_i, H = w13.shape
         self.H, self.I = H, two_i // 2
         self.top_k = top_k
-        self.cfg = dict(BN=BN, BK=BK, BH=BH, warps=warps, stages=stages, prefetch=prefetch, fence=fence)
+        self.cols = cols or BN
+        self.cfg = dict(BN=BN, cols=self.cols, BK=BK, BH=BH, warps=warps, stages=stages, prefetch=prefetch, fence=fence, row_sum=row_sum)
         self.sum = torch.zeros(tokens * H, dtype=torch.float32, device=w13.device)
         self.count = torch.zeros(1, dtype=torch.int32, device=w13.device)
         self.out = torch.empty(tokens, H, dtype=w13.dtype, device=w13.device)
-        self.grid = (tokens * top_k, self.I // BN)
-        self.opts = dict(TOP_K=top_k, BN=BN, BK=BK, BH=BH, M=16, FLAT=1024, PREFETCH=prefetch, FENCE=fence, num_warps=warps, num_stages=stages)
+        self.grid = (tokens * top_k, -(-self.I // self.cols))
+        self.opts = dict(TOP_K=top_k, BN=BN, BK=BK, BH=BH, M=16, FLAT=1024, PREFETCH=prefetch, FENCE=fence, ROW_SUM=row_sum, num_warps=warps, num_stages=stages)
 
     def __call__(self, x, ids, weights):
         fused_pair_kernel[self.grid](x, self.w13, self.w2, ids, weights, self.sum, self.count, self.out, self.H, self.I,
-                                     self.grid[0] * self.grid[1], self.sum.numel(), **self.opts)
+                                     self.grid[0] * self.grid[1], self.sum.numel(), self.cols, **self.opts)
         return self.out
 
 
@@ -120,13 +131,14 @@ def cpu_check():
     x = torch.randn(1, H).half()
     ids = torch.tensor([[3, 1]], dtype=torch.int32)
     wts = torch.tensor([[0.7, 0.3]])
-    f = Fused(w13, w2, 1, k, BN=32, BK=32, BH=32, warps=4, stages=2)
-    for _ in range(2):  # the second run checks the sums and counter were left at zero
-        got = f(x, ids, wts).float()
     ref = reference(x, w13, w2, ids, wts)
-    err = ((got - ref).abs().max() / ref.abs().max()).item()
-    print("cpu check: relative error", f"{err:.2e}", "counter", int(f.count), "sums zero", bool((f.sum == 0).all()))
-    assert err < 2e-2 and int(f.count) == 0 and bool((f.sum == 0).all())
+    for row_sum, cols in ((1, None), (0, None), (0, 24)):
+        f = Fused(w13, w2, 1, k, BN=32, BK=32, BH=32, warps=4, stages=2, row_sum=row_sum, cols=cols)
+        for _ in range(2):  # the second run checks the sums and counter were left at zero
+            got = f(x, ids, wts).float()
+        err = ((got - ref).abs().max() / ref.abs().max()).item()
+        print("cpu check", f.cfg, "relative error", f"{err:.2e}", "counter", int(f.count), "sums zero", bool((f.sum == 0).all()))
+        assert err < 2e-2 and int(f.count) == 0 and bool((f.sum == 0).all())
 
 
 def gpu_probe(part):
@@ -147,12 +159,12 @@ def gpu_probe(part):
         wts = r.topk_weights.float().contiguous()
         return cfg, raw, kernel, w, x, r, ids, wts
 
-    if part == "race":  # variants that gave wrong sums in call 1, run 30 times each, without and with the fence
+    if part == "race":  # variants that gave wrong sums in call 1, run 30 times each: the row sum through shared memory or not
         cfg, raw, kernel, w, x, r, ids, wts = setup("mixtral-8x7b", 1)
         want = kernel.apply(x, w, r).float()
-        for BN, BK, BH, warps, stages in ((32, 64, 64, 4, 4), (64, 64, 64, 4, 3), (32, 64, 128, 4, 3), (64, 128, 128, 4, 4)):
-            for fence in (0, 1):
-                f = Fused(raw.w13, raw.w2, 1, cfg.top_k, BN, BK, BH, warps, stages, 0, fence)
+        for BN, BK, BH, warps, stages in ((32, 64, 64, 4, 4), (64, 64, 64, 4, 3), (32, 64, 128, 4, 3)):
+            for fence, row_sum in ((0, 1), (0, 0)):
+                f = Fused(raw.w13, raw.w2, 1, cfg.top_k, BN, BK, BH, warps, stages, 0, fence, row_sum)
                 bad = 0
                 worst = 0.0
                 for _ in range(30):
@@ -163,7 +175,7 @@ def gpu_probe(part):
         return
 
     print("preset | tokens | variant | graph us | vs plugin | max rel diff")
-    for tokens in (1, 2, 4, 8) if part == "tokens" else (1,):
+    for tokens in (1, 2, 4, 8) if part == "tokens" else (1, 2):
         cfg, raw, kernel, w, x, r, ids, wts = setup("qwen3-30b-a3b", tokens)
         want = kernel.apply(x, w, r).float()
         g_plugin = graph(lambda j: kernel.apply(x, w, r))
@@ -171,14 +183,16 @@ def gpu_probe(part):
         touched = len(set(ids.flatten().tolist()))
         nbytes = (raw.w13.numel() + raw.w2.numel()) * 2 * touched / cfg.num_experts
         print(f"qwen3 | {tokens} | plugin | {base:.1f} | 1.00 | - | roofline at 3.03 TB/s: {nbytes / 3.03e6:.1f} us", flush=True)
+        pairs = tokens * cfg.top_k
         if part == "tokens":
-            variants = [(64, 128, 128, 4, 4, pf, 1) for pf in (0, 1)] + [(32, 128, 128, 4, 4, pf, 1) for pf in (0, 1)]
-        else:
-            variants = [v for v in itertools.product((64,), (128, 256), (128, 256), (4, 8), (2, 3, 4, 5), (0, 1), (1,))
-                        if not (v[1] == 256 and v[4] > 3)]
+            variants = [(64, 128, 128, 4, 4, 0)]
+        else:  # cols per program so that the pairs' programs come near one or two per SM
+            variants = [(bn, 128, bh, w, st, c) for c in (24, 32, 40, 48, 56, 64, 96) for bn in (next_p2(c),)
+                        for bh in (128,) for w in (4, 8) for st in (3, 4)]
+            variants = [v for v in variants if 96 <= pairs * -(-cfg.intermediate_size // v[5]) <= 400]
         results = []
-        for BN, BK, BH, warps, stages, prefetch, fence in variants:
-            f = Fused(raw.w13, raw.w2, tokens, cfg.top_k, BN, BK, BH, warps, stages, prefetch, fence)
+        for BN, BK, BH, warps, stages, cols in variants:
+            f = Fused(raw.w13, raw.w2, tokens, cfg.top_k, BN, BK, BH, warps, stages, 0, 0, 0, cols)
             try:
                 got = f(x, ids, wts).float()
                 torch.cuda.synchronize()
