@@ -159,6 +159,29 @@ def gpu_probe(part):
         wts = r.topk_weights.float().contiguous()
         return cfg, raw, kernel, w, x, r, ids, wts
 
+    if part == "diagnose":  # call 4: what a wrong sum looks like, and the same kernel with the sum zeroed and cast outside
+        cfg, raw, kernel, w, x, r, ids, wts = setup("mixtral-8x7b", 1)
+        want = kernel.apply(x, w, r).float()
+        for outside in (0, 1):
+            f = Fused(raw.w13, raw.w2, 1, cfg.top_k, 64, 64, 64, 4, 3, 0, 1, 0)
+            bad = 0
+            for i in range(30):
+                if outside:
+                    f.sum.zero_()
+                    f.count.fill_(-10**9)  # the last-program branch never runs
+                    f(x, ids, wts)
+                    got = f.sum.view(1, -1).to(x.dtype).float()
+                else:
+                    got = f(x, ids, wts).float()
+                diff = ((got - want).abs().max() / want.abs().max()).item()
+                if diff > 2e-2:
+                    bad += 1
+                    alpha = ((got * want).sum() / (want * want).sum()).item()
+                    print(f"diagnose outside={outside} run {i}: diff {diff:.2e}, got = {alpha:.3f} x want (least squares), "
+                          f"count after {int(f.count)}, nonzero sums after {int((f.sum != 0).sum())}", flush=True)
+            print(f"diagnose outside={outside}: wrong {bad} of 30", flush=True)
+        return
+
     if part == "race":  # variants that gave wrong sums in call 1, run 30 times each: the row sum through shared memory or not
         cfg, raw, kernel, w, x, r, ids, wts = setup("mixtral-8x7b", 1)
         want = kernel.apply(x, w, r).float()
