@@ -30,7 +30,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 @triton.jit
 def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_ptr, out_ptr, H, I, programs, total, cols,
                       TOP_K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BH: tl.constexpr, M: tl.constexpr,
-                      FLAT: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, ROW_SUM: tl.constexpr):
+                      FLAT: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, ROW_SUM: tl.constexpr, XCHG: tl.constexpr):
     p = tl.program_id(0)
     pid_n = tl.program_id(1)
     expert = tl.load(ids_ptr + p).to(tl.int64)
@@ -81,9 +81,13 @@ def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_pt
         for f in range(0, total, FLAT):
             offs = f + tl.arange(0, FLAT)
             ok = offs < total
-            s = tl.load(sum_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")
-            tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=ok)
-            tl.store(sum_ptr + offs, tl.zeros((FLAT,), tl.float32), mask=ok)
+            if XCHG:  # the sums read and zeroed by atomics, where the atomics of the other programs were performed
+                s = tl.atomic_xchg(sum_ptr + offs, tl.zeros((FLAT,), tl.float32), mask=ok, sem="relaxed")
+                tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=ok)
+            else:
+                s = tl.load(sum_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")
+                tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=ok)
+                tl.store(sum_ptr + offs, tl.zeros((FLAT,), tl.float32), mask=ok)
         tl.atomic_xchg(count_ptr, 0, sem="relaxed")
 
 
@@ -92,18 +96,18 @@ def next_p2(n):
 
 
 class Fused:
-    def __init__(self, w13, w2, tokens, top_k, BN, BK, BH, warps, stages, prefetch=0, fence=0, row_sum=1, cols=None):
+    def __init__(self, w13, w2, tokens, top_k, BN, BK, BH, warps, stages, prefetch=0, fence=0, row_sum=1, cols=None, xchg=0):
         self.w13, self.w2 = w13, w2
         E, two_i, H = w13.shape
         self.H, self.I = H, two_i // 2
         self.top_k = top_k
         self.cols = cols or BN
-        self.cfg = dict(BN=BN, cols=self.cols, BK=BK, BH=BH, warps=warps, stages=stages, prefetch=prefetch, fence=fence, row_sum=row_sum)
+        self.cfg = dict(BN=BN, cols=self.cols, BK=BK, BH=BH, warps=warps, stages=stages, prefetch=prefetch, fence=fence, row_sum=row_sum, xchg=xchg)
         self.sum = torch.zeros(tokens * H, dtype=torch.float32, device=w13.device)
         self.count = torch.zeros(1, dtype=torch.int32, device=w13.device)
         self.out = torch.empty(tokens, H, dtype=w13.dtype, device=w13.device)
         self.grid = (tokens * top_k, -(-self.I // self.cols))
-        self.opts = dict(TOP_K=top_k, BN=BN, BK=BK, BH=BH, M=16, FLAT=1024, PREFETCH=prefetch, FENCE=fence, ROW_SUM=row_sum, num_warps=warps, num_stages=stages)
+        self.opts = dict(TOP_K=top_k, BN=BN, BK=BK, BH=BH, M=16, FLAT=1024, PREFETCH=prefetch, FENCE=fence, ROW_SUM=row_sum, XCHG=xchg, num_warps=warps, num_stages=stages)
 
     def __call__(self, x, ids, weights):
         fused_pair_kernel[self.grid](x, self.w13, self.w2, ids, weights, self.sum, self.count, self.out, self.H, self.I,
@@ -132,8 +136,8 @@ def cpu_check():
     ids = torch.tensor([[3, 1]], dtype=torch.int32)
     wts = torch.tensor([[0.7, 0.3]])
     ref = reference(x, w13, w2, ids, wts)
-    for row_sum, cols in ((1, None), (0, None), (0, 24)):
-        f = Fused(w13, w2, 1, k, BN=32, BK=32, BH=32, warps=4, stages=2, row_sum=row_sum, cols=cols)
+    for row_sum, cols, xchg in ((1, None, 0), (0, None, 0), (0, 24, 0), (0, 24, 1)):
+        f = Fused(w13, w2, 1, k, BN=32, BK=32, BH=32, warps=4, stages=2, row_sum=row_sum, cols=cols, xchg=xchg)
         for _ in range(2):  # the second run checks the sums and counter were left at zero
             got = f(x, ids, wts).float()
         err = ((got - ref).abs().max() / ref.abs().max()).item()
@@ -159,11 +163,12 @@ def gpu_probe(part):
         wts = r.topk_weights.float().contiguous()
         return cfg, raw, kernel, w, x, r, ids, wts
 
-    if part == "diagnose":  # call 4: what a wrong sum looks like, and the same kernel with the sum zeroed and cast outside
+    if part == "diagnose":  # call 4: what a wrong sum looks like, and the same kernel with the sum zeroed and cast outside;
+        # call 5: the last program reading (and zeroing) the sums by atomic exchanges (XCHG)
         cfg, raw, kernel, w, x, r, ids, wts = setup("mixtral-8x7b", 1)
         want = kernel.apply(x, w, r).float()
-        for outside in (0, 1):
-            f = Fused(raw.w13, raw.w2, 1, cfg.top_k, 64, 64, 64, 4, 3, 0, 1, 0)
+        for outside, fence, xchg in ((0, 1, 0), (1, 1, 0), (0, 0, 1), (0, 1, 1)):
+            f = Fused(raw.w13, raw.w2, 1, cfg.top_k, 64, 64, 64, 4, 3, 0, fence, 0, None, xchg)
             bad = 0
             for i in range(30):
                 if outside:
@@ -177,9 +182,9 @@ def gpu_probe(part):
                 if diff > 2e-2:
                     bad += 1
                     alpha = ((got * want).sum() / (want * want).sum()).item()
-                    print(f"diagnose outside={outside} run {i}: diff {diff:.2e}, got = {alpha:.3f} x want (least squares), "
+                    print(f"diagnose outside={outside} {f.cfg} run {i}: diff {diff:.2e}, got = {alpha:.3f} x want (least squares), "
                           f"count after {int(f.count)}, nonzero sums after {int((f.sum != 0).sum())}", flush=True)
-            print(f"diagnose outside={outside}: wrong {bad} of 30", flush=True)
+            print(f"diagnose outside={outside} {f.cfg}: wrong {bad} of 30", flush=True)
         return
 
     if part == "race":  # variants that gave wrong sums in call 1, run 30 times each: the row sum through shared memory or not
