@@ -82,7 +82,8 @@ def fused_pair_kernel(x_ptr, w13_ptr, w2_ptr, ids_ptr, rw_ptr, sum_ptr, count_pt
             offs = f + tl.arange(0, FLAT)
             ok = offs < total
             if XCHG:  # the sums read and zeroed by atomics, where the atomics of the other programs were performed
-                s = tl.atomic_xchg(sum_ptr + offs, tl.zeros((FLAT,), tl.float32), mask=ok, sem="relaxed")
+                bits = tl.atomic_xchg(sum_ptr.to(tl.pointer_type(tl.int32)) + offs, tl.zeros((FLAT,), tl.int32), mask=ok, sem="relaxed")
+                s = bits.to(tl.float32, bitcast=True)
                 tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=ok)
             else:
                 s = tl.load(sum_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")
