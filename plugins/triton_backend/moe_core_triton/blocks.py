@@ -310,10 +310,11 @@ MIN_STATE_WORDS = 64
 #: The purposes of kept words: each has words of its own, since what a launch leaves in them differs.
 GRID_BARRIER = "grid barrier"  # [arrived, generation]: arrived left at zero, the generation counts on
 ARRIVALS = "arrivals"  # one counter per column tile of a top-k-summing GEMM2, each left at zero
+FUSED_SUMS = "fused sums"  # the one-launch layer's float32 sums [tokens, H] and arrival counter, left at zero (fused.py)
 
 
 def stream_words(device: torch.device, purpose: str, words: int) -> torch.Tensor:
-    """At least ``words`` int32 words for ``purpose`` (:data:`GRID_BARRIER`, :data:`ARRIVALS`) on the current stream,
+    """At least ``words`` int32 words for ``purpose`` (:data:`GRID_BARRIER`, :data:`ARRIVALS`, :data:`FUSED_SUMS`) on the current stream,
     zero when first made and then left by each launch as the next one needs them. While a CUDA graph is captured,
     new zeroed words the graph zeroes on every replay (a replay may run on any stream)."""
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():

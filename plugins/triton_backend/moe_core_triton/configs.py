@@ -1,4 +1,5 @@
-"""Launch configurations: tuned data files per device and shape, with a heuristic elsewhere.
+"""Launch configurations: tuned data files per device and shape, with a heuristic elsewhere; and the one-launch
+layer's configurations (``gemm=fused`` keys, :func:`choose_fused`), where a data file names them only.
 
 A data file ``configs/<device>.json`` (written by ``python -m moe_core_triton.tune``) maps a shape key
 ``"E=128,N=768,K=2048,scheme=unquantized,gemm=1"`` to ``{tokens: config}``; the entry with the
@@ -42,6 +43,37 @@ class LaunchConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"LaunchConfig.{name} must be a positive int, got {value!r}: fix or re-tune the entry")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FusedConfig:
+    """Tiles and launch options of the one-launch layer (:mod:`moe_core_triton.fused`): ``BLOCK_M`` pair rows per block, ``COLS`` intermediate
+    columns per program in a tile of ``BLOCK_N`` (rows past COLS are masked: COLS need not be a power of two, so a
+    layer's programs can come near one per SM), ``BLOCK_K`` hidden elements per GEMM1 step, ``BLOCK_H`` output columns
+    per GEMM2 step."""
+
+    BLOCK_M: int
+    BLOCK_N: int
+    COLS: int
+    BLOCK_K: int
+    BLOCK_H: int
+    num_warps: int
+    num_stages: int
+
+    def __post_init__(self):
+        for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_H"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 16 or value & (value - 1):
+                raise ValueError(f"FusedConfig.{name} must be a power of two >= 16, got {value!r}: fix or re-tune the entry")
+        if not isinstance(self.COLS, int) or not 1 <= self.COLS <= self.BLOCK_N:
+            raise ValueError(f"FusedConfig.COLS must be an int in [1, BLOCK_N = {self.BLOCK_N}], got {self.COLS!r}: fix or re-tune the entry")
+        for name in ("num_warps", "num_stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"FusedConfig.{name} must be a positive int, got {value!r}: fix or re-tune the entry")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -104,3 +136,13 @@ def choose(device_name: str, key: str, tokens: int, fallback: LaunchConfig) -> L
         return fallback
     pick = next((t for t in near if t >= tokens), near[-1])
     return LaunchConfig(**table[str(pick)])
+
+
+def choose_fused(device_name: str, key: str, tokens: int) -> FusedConfig | None:
+    """The one-launch layer's config for (device, layer shape ``key`` with ``gemm=fused``, tokens): the entry at the
+    nearest tuned count at or above ``tokens``. None, the two GEMMs, where that entry is null (they measured faster)
+    or ``tokens`` is past every tuned count: the fused layer pays only for few pairs (:mod:`moe_core_triton.fused`)."""
+    table = _load(device_name).get(key) or {}
+    above = sorted(t for t in map(int, table) if t >= tokens)
+    entry = table[str(above[0])] if above else None
+    return FusedConfig(**entry) if entry is not None else None

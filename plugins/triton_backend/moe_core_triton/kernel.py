@@ -32,6 +32,7 @@ from moe_core.support import Support
 from moe_core.weights import ExpertWeights
 from moe_core_triton import configs
 from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_table, cdiv, next_power_of_2, pair_table, standard_table, stream_words
+from moe_core_triton.fused import fused_launcher, fused_layer
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
 from moe_core_triton.k_order import K_CHUNK, permute_k, whole_chunks
 from moe_core_triton.launch import Launcher, hooks_idle, recording
@@ -248,6 +249,9 @@ class TritonKernel(MoEKernel):
     #: Eager forwards on a GPU are replayed from records of earlier ones (replay.py); False runs every forward in full
     #: (A/B measurements, debugging).
     replays = True
+    #: The one-launch layer's config (fused.py) for every forward that can take it, in place of the tuned data file's
+    #: (tests, the tuner); None: the data file decides.
+    fused_override: configs.FusedConfig | None = None
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)
@@ -259,6 +263,7 @@ class TritonKernel(MoEKernel):
         # dropped (remote or invalid) pairs must hold zeros rather than uninitialised memory.
         self._zero_intermediate = activation_key is not None and activation_key.group.is_per_tensor and not activation_key.static
         self._plans: dict[tuple, tuple[GemmLaunch, GemmLaunch]] = {}
+        self._fused_plans: dict[tuple, tuple[configs.FusedConfig, Launcher] | None] = {}
         self._replays: dict[tuple, Replay | bool | None] = {}  # by signature, see _remember
         # Layers with this shape and scheme allocate alike: they share scratch sets (moe_core_triton.scratch).
         self._scratch_family = (config.hidden_size, config.intermediate_size, config.top_k, config.dtype, weight_key, activation_key)
@@ -352,7 +357,7 @@ class TritonKernel(MoEKernel):
         aligned = not (x.data_ptr() | ids.data_ptr() | weights.data_ptr() | (0 if expert_map is None else expert_map.data_ptr())) & 15
         return (device, torch._C._cuda_getCurrentRawStream(device), threading.get_ident(), x.get_device(), x.shape[0], x.stride(),
                 ids.dtype, ids.stride(), weights.dtype, weights.stride(), None if expert_map is None else expert_map.dtype, aligned,
-                self.reduce, self.pair_table_max_pairs)
+                self.reduce, self.pair_table_max_pairs, self.fused_override)
 
     def _record(self, launches: list, weights: ExpertWeights, inputs: tuple, out: torch.Tensor, fresh: list) -> Replay | bool | None:
         """The replay of a forward that made ``launches`` and allocated ``fresh``: False where none can be made (what
@@ -382,6 +387,9 @@ class TritonKernel(MoEKernel):
         device = x.device
 
         weighted = not (batched or apply_router_weight_on_input)
+        fused = self._fused_plan(device, rows, tokens, weighted, expert_map is not None)
+        if fused is not None:
+            return self._run_fused(fused, x, weights, routing, expert_map, errors)
         capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
         g1, g2 = self._gemm_launches(device, rows, tokens, weighted, batched, expert_map is not None, eager=not capturing)
         empty = self._scratch(device, rows, tokens, capturing) if not batched else new_empty
@@ -393,6 +401,38 @@ class TritonKernel(MoEKernel):
         a2, a2_scale = self._run_gemm1(g1, a_in, weights, table1, rows, row_div, empty, quantize_output=not g2.quantizes_input)
         topk_weights = routing.topk_weights.contiguous() if weighted else None
         return self._run_gemm2(g2, a2, a2_scale, weights, table2, routing, topk_weights, expert_map, empty, x.shape if batched else None)
+
+    def _fused_plan(self, device: torch.device, rows: int, tokens: int, weighted: bool,
+                    has_map: bool) -> tuple[configs.FusedConfig, Launcher] | None:
+        """The one-launch layer (fused.py) and its launcher for a forward of ``rows`` pairs, made once per (device,
+        rows, tokens, weighted, expert map or not); None runs the two GEMMs. It takes unquantized 16-bit layers in the
+        standard format whose router weight multiplies GEMM2's output (``weighted``), forwards of a
+        :class:`PairTable`, and a :class:`~moe_core_triton.configs.FusedConfig` for ``tokens`` in the tuned data file
+        (:func:`~moe_core_triton.configs.choose_fused`) or :attr:`fused_override`."""
+        key = (device, rows, tokens, weighted, has_map, self.fused_override)
+        if key in self._fused_plans:
+            return self._fused_plans[key]
+        if len(self._fused_plans) >= 4096:
+            self._fused_plans.clear()
+        cfg = self.config
+        fc = None
+        if (self.weight_key is None and self.activation_key is None and weighted and cfg.dtype in (torch.bfloat16, torch.float16)
+                and self.pair_table_pairs(rows, False) is not None):
+            key_in_file = configs.shape_key(cfg.local_num_experts, cfg.intermediate_size, cfg.hidden_size, self.scheme_name, "fused")
+            fc = self.fused_override or configs.choose_fused(_device_name(device), key_in_file, tokens)
+        plan = None if fc is None else (fc, fused_launcher(fc, self._act, self._clamp, has_map, rows, cfg.local_num_experts,
+                                                           cfg.top_k, cfg.hidden_size))
+        self._fused_plans[key] = plan
+        return plan
+
+    def _run_fused(self, plan: tuple[configs.FusedConfig, Launcher], x: torch.Tensor, weights: ExpertWeights, routing: Routing,
+                   expert_map: torch.Tensor | None, errors) -> torch.Tensor:
+        """The layer's output by the one-launch layer (:meth:`_fused_plan`); invalid pairs counted in ``errors``."""
+        fc, launcher = plan
+        cfg = self.config
+        table = pair_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, fc.BLOCK_M, expert_map, errors)
+        x = x if x.stride(1) == 1 else x.contiguous()
+        return fused_layer(launcher, fc, x, weights.w13, weights.w2, routing.topk_weights.contiguous(), table, cfg.swiglu_limit or 0.0)
 
     def rows_of(self, g: GemmLaunch, topk_ids: torch.Tensor, expert_map: torch.Tensor | None = None, errors=None,
                 empty=new_empty) -> BlockTable | PairTable:
