@@ -250,8 +250,8 @@ class TritonKernel(MoEKernel):
     #: (A/B measurements, debugging).
     replays = True
     #: The one-launch layer's config (fused.py) for every forward that can take it, in place of the tuned data file's
-    #: (tests, the tuner); None: the data file decides.
-    fused_override: configs.FusedConfig | None = None
+    #: (tests, the tuner); False: never the one-launch layer (the tuner's two-GEMM baseline); None: the data file decides.
+    fused_override: configs.FusedConfig | bool | None = None
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)
@@ -408,7 +408,7 @@ class TritonKernel(MoEKernel):
         rows, tokens, weighted, expert map or not); None runs the two GEMMs. It takes unquantized 16-bit layers in the
         standard format whose router weight multiplies GEMM2's output (``weighted``), forwards of a
         :class:`PairTable`, and a :class:`~moe_core_triton.configs.FusedConfig` for ``tokens`` in the tuned data file
-        (:func:`~moe_core_triton.configs.choose_fused`) or :attr:`fused_override`."""
+        (:func:`~moe_core_triton.configs.choose_fused`) or :attr:`fused_override` (False: never)."""
         key = (device, rows, tokens, weighted, has_map, self.fused_override)
         if key in self._fused_plans:
             return self._fused_plans[key]
@@ -416,8 +416,8 @@ class TritonKernel(MoEKernel):
             self._fused_plans.clear()
         cfg = self.config
         fc = None
-        if (self.weight_key is None and self.activation_key is None and weighted and cfg.dtype in (torch.bfloat16, torch.float16)
-                and self.pair_table_pairs(rows, False) is not None):
+        if (self.fused_override is not False and self.weight_key is None and self.activation_key is None and weighted
+                and cfg.dtype in (torch.bfloat16, torch.float16) and self.pair_table_pairs(rows, False) is not None):
             key_in_file = configs.shape_key(cfg.local_num_experts, cfg.intermediate_size, cfg.hidden_size, self.scheme_name, "fused")
             fc = self.fused_override or configs.choose_fused(_device_name(device), key_in_file, tokens)
         plan = None if fc is None else (fc, fused_launcher(fc, self._act, self._clamp, has_map, rows, cfg.local_num_experts,

@@ -1,13 +1,14 @@
 """Tune launch configurations on the GPU at hand and store them as a data file.
 
     python -m moe_core_triton.tune --preset qwen3-30b-a3b --scheme unquantized,fp8-block \\
-        --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json] [--jobs 16]
+        --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json] [--jobs 16] [--fused]
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
 routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds) and the
 fastest is written; existing entries of the file are kept unless re-tuned. Each candidate's output is checked against
 the first candidate's before it is timed. ``--jobs N`` first compiles every case's candidates in N processes at once
 (:func:`compile_ahead`): compiling takes most of a full search's time, and runs on one CPU core per candidate.
+``--fused`` searches the one-launch layer instead (:func:`tune_fused_case`, unquantized layers, forwards of a PairTable).
 """
 
 from __future__ import annotations
@@ -161,6 +162,72 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     return best
 
 
+#: (COLS, num_warps, num_stages) of the one-launch layer's candidates (BLOCK_M 16, BLOCK_K and BLOCK_H 128, BLOCK_N the
+#: power of two at or above COLS): the H100 probe's fastest tiles for Qwen3-30B-A3B at 1 and 2 tokens took K and H steps
+#: of 128, 4 warps and 3 or 4 stages (docs/benchmarks/h100-2026-11-25-s36/).
+_FUSED_COLS = (16, 24, 32, 48, 64, 96, 128)
+_FUSED_LAUNCH = ((4, 3), (4, 4), (8, 4))
+#: Programs per SM a one-launch candidate may have: fewer leave SMs idle, more make many waves of short programs.
+_FUSED_PROGRAMS_PER_SM = (0.5, 3.0)
+#: How much faster than the two GEMMs the one-launch layer must be to be written: its float32 atomics vary the last
+#: bits of a result from run to run (as SPLIT_K_MARGIN).
+FUSED_MARGIN = 0.03
+
+
+def fused_candidates(blocks: int, intermediate: int, sms: int) -> list[configs.FusedConfig]:
+    """The one-launch layer's candidates for ``blocks`` live pair blocks of a layer of ``intermediate`` columns on a
+    GPU of ``sms`` SMs: :data:`_FUSED_COLS` whose programs, blocks x cdiv(I, COLS), are within
+    :data:`_FUSED_PROGRAMS_PER_SM` of the SMs, each with :data:`_FUSED_LAUNCH`."""
+    low, high = _FUSED_PROGRAMS_PER_SM
+    return [configs.FusedConfig(16, 1 << (cols - 1).bit_length() if cols > 16 else 16, cols, 128, 128, warps, stages)
+            for cols in _FUSED_COLS if low * sms <= blocks * -(-intermediate // cols) <= high * sms
+            for warps, stages in _FUSED_LAUNCH]
+
+
+def tune_fused_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, device: str = "cuda",
+                    timer: Callable[[Callable[[], None]], float] = cuda_median_seconds) -> configs.FusedConfig | None | bool:
+    """The one-launch layer's entry for one (shape, scheme, token count): the fastest :func:`fused_candidates` config
+    when it beats the two GEMMs (the layer's forward with its tuned tiles) by :data:`FUSED_MARGIN`, else None; False
+    where the forward cannot take it (a quantized scheme, more pairs than a PairTable takes): nothing to write.
+    Whole forwards are timed (eager, the L2 emptied first), each candidate's output checked against the two GEMMs'."""
+    sch = scheme(scheme_name)
+    cfg = model(preset).config()
+    kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+    here = torch.device(device)
+    rows = tokens * cfg.top_k
+    kernel.fused_override = configs.FusedConfig(16, 16, 16, 128, 128, 4, 3)
+    if kernel._fused_plan(here, rows, tokens, True, False) is None:
+        return False
+    weights = kernel.prepare_weights(random_layer(cfg, sch, device=device, seed=seed))
+    x, routing = random_inputs(cfg, tokens, device=device, seed=seed + tokens)
+
+    def run(fc):
+        kernel.fused_override = fc
+        return lambda: kernel.apply(x, weights, routing)
+
+    two_gemms = run(False)
+    reference = two_gemms().float()
+    baseline = timer(two_gemms)
+    blocks = len(torch.unique(routing.topk_ids))  # one block of 16 rows per expert at these sizes
+    sms = torch.cuda.get_device_properties(here).multi_processor_count if here.type == "cuda" else 132
+    timings = []
+    for fc in fused_candidates(blocks, cfg.intermediate_size, sms):
+        forward = run(fc)
+        try:
+            drift = relative_error(forward().float(), reference)
+        except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: not a candidate
+            print(f"  skip {fc}: {type(exc).__name__}", file=sys.stderr)
+            continue
+        if drift > tolerance(None, cfg.dtype):
+            raise AssertionError(f"fused config {fc} changes the layer's result (relative difference {drift:.3g})")
+        timings.append((timer(forward), fc))
+    seconds, best = min(timings, key=lambda t: t[0]) if timings else (float("inf"), None)
+    chosen = best if seconds < baseline * (1 - FUSED_MARGIN) else None
+    print(f"{preset} {scheme_name} T={tokens} fused: {seconds * 1e6:.1f} us with {best} against the two GEMMs' "
+          f"{baseline * 1e6:.1f} us: {'fused' if chosen else 'two GEMMs'} ({len(timings)} candidates)", flush=True)
+    return chosen
+
+
 #: How much faster than the fastest unsplit candidate a split-K one must be to be chosen: its float32
 #: atomics add the partial sums in a different order on every run, so the result varies in its last bits.
 SPLIT_K_MARGIN = 0.03
@@ -212,7 +279,7 @@ def untimed(run) -> float:
     return 0.0
 
 
-def compile_ahead(cases: list[tuple[str, str, int]], refine: bool, jobs: int) -> None:
+def compile_ahead(cases: list[tuple[str, str, int]], refine: bool, jobs: int, fused: bool = False) -> None:
     """Compile every candidate of ``cases`` (preset, scheme, tokens) into Triton's on-disk cache in ``jobs``
     processes at once (``--compile-only``, one per case), so the timed search that follows in this process finds
     them compiled. Compiling takes most of a search's time and one CPU core per candidate: on the 16-core H100
@@ -225,7 +292,7 @@ def compile_ahead(cases: list[tuple[str, str, int]], refine: bool, jobs: int) ->
     def compile_case(case):
         preset, scheme_name, tokens = case
         command = [sys.executable, "-m", "moe_core_triton.tune", "--preset", preset, "--scheme", scheme_name,
-                   "--tokens", str(tokens), "--compile-only", *(["--refine"] if refine else [])]
+                   "--tokens", str(tokens), "--compile-only", *(["--refine"] if refine else []), *(["--fused"] if fused else [])]
         done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if done.returncode:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
@@ -246,20 +313,31 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="compile the candidates of every case in this many processes at once first (compile_ahead())")
     parser.add_argument("--compile-only", action="store_true", help="run each candidate once to compile it; time nothing, write nothing")
+    parser.add_argument("--fused", action="store_true", help="search the one-launch layer (tune_fused_case()) instead of the GEMMs' tiles")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     cases = list(itertools.product(args.preset.split(","), args.scheme.split(","), [int(t) for t in args.tokens.split(",")]))
     if args.compile_only:
         for case in cases:
-            tune_case(*case, refine=args.refine, timer=untimed)
+            if args.fused:
+                tune_fused_case(*case, timer=untimed)
+            else:
+                tune_case(*case, refine=args.refine, timer=untimed)
         return 0
     if args.jobs > 1:
-        compile_ahead(cases, args.refine, args.jobs)
+        compile_ahead(cases, args.refine, args.jobs, args.fused)
     path = Path(args.out) if args.out else configs.CONFIG_DIR / configs.device_file_name(torch.cuda.get_device_name())
     data = json.loads(path.read_text()) if path.exists() else {}
     for preset, scheme_name, tokens in cases:
         cfg = model(preset).config()
+        if args.fused:
+            entry = tune_fused_case(preset, scheme_name, tokens)
+            if entry is not False:
+                key = configs.shape_key(cfg.num_experts, cfg.intermediate_size, cfg.hidden_size, scheme_name, "fused")
+                data.setdefault(key, {})[str(tokens)] = entry.to_dict() if entry is not None else None
+                write_atomically(path, json.dumps(data, indent=1, sort_keys=True))
+            continue
         best = tune_case(preset, scheme_name, tokens, refine=args.refine)
         for gemm, lc in best.items():
             n, k = (cfg.intermediate_size, cfg.hidden_size) if gemm == 1 else (cfg.hidden_size, cfg.intermediate_size)

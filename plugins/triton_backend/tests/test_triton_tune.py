@@ -216,3 +216,50 @@ def test_a_candidate_whose_result_leaves_the_numerics_budget_stops_the_tuner(mon
     monkeypatch.setattr(tune, "values", values)
     with pytest.raises(AssertionError, match=r"changes the result of GEMM1 \(relative difference 0.1 > 0.06"):
         tune_case("tiny", "fp8-block", tokens=3, device=DEVICE, timer=lambda run: 1e-6)
+
+
+def test_fused_candidates_keep_the_programs_near_the_sms():
+    """Qwen3-30B-A3B at one token (8 blocks, I = 768) on 132 SMs: COLS 16 to 64 (384 to 96 programs); 96 and 128 leave
+    half the SMs idle. BLOCK_N is the power of two at or above COLS."""
+    found = tune.fused_candidates(8, 768, 132)
+    assert sorted({fc.COLS for fc in found}) == [16, 24, 32, 48, 64]
+    assert all(fc.BLOCK_N >= fc.COLS and fc.BLOCK_N < 2 * fc.COLS or fc.BLOCK_N == fc.COLS for fc in found)
+    assert len(found) == 5 * len(tune._FUSED_LAUNCH)
+
+
+@pytest.mark.parametrize("fused_faster", [True, False])
+def test_the_fused_search_writes_its_fastest_config_only_when_it_beats_the_two_gemms(fused_faster, monkeypatch):
+    """The first timing is the two GEMMs' forward; the candidates follow, each 10% faster than the one before."""
+    monkeypatch.setattr(tune, "_FUSED_LAUNCH", ((4, 3),))
+    monkeypatch.setattr(tune, "_FUSED_PROGRAMS_PER_SM", (0.0, 1e9))
+    start = 1.0 if fused_faster else 1e-3
+    times = iter([start] + [0.5 * 0.9 ** i for i in range(100)])
+    timed = []
+
+    def timer(run):
+        timed.append(run)
+        return next(times)
+
+    entry = tune.tune_fused_case("tiny", "unquantized", tokens=2, device=DEVICE, timer=timer)
+    tried = len(timed) - 1
+    assert tried == len(tune._FUSED_COLS)
+    if fused_faster:
+        assert entry == tune.fused_candidates(1, model("tiny").config().intermediate_size, 1)[-1]
+    else:
+        assert entry is None
+
+
+def test_the_fused_search_skips_what_cannot_take_the_one_launch_layer():
+    assert tune.tune_fused_case("tiny", "w4a16", tokens=2, device=DEVICE, timer=lambda run: 1.0) is False
+    assert tune.tune_fused_case("tiny", "unquantized", tokens=4096, device=DEVICE, timer=lambda run: 1.0) is False
+
+
+def test_main_writes_fused_entries_under_the_fused_key(tmp_path, monkeypatch):
+    path = tmp_path / "gpu.json"
+    picked = configs.FusedConfig(16, 64, 48, 128, 128, 4, 4)
+    answers = {1: picked, 16: None, 64: False}
+    monkeypatch.setattr(tune, "tune_fused_case", lambda preset, scheme_name, tokens: answers[tokens])
+    assert tune.main(["--preset", "tiny", "--scheme", "unquantized", "--tokens", "1,16,64", "--fused", "--out", str(path)]) == 0
+    cfg = model("tiny").config()
+    key = configs.shape_key(cfg.num_experts, cfg.intermediate_size, cfg.hidden_size, "unquantized", "fused")
+    assert json.loads(path.read_text()) == {key: {"1": picked.to_dict(), "16": None}}
