@@ -1,7 +1,7 @@
 """Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
 
     python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
-        [--swap-ab] [--split-k N] [--tma-b] [--sizes 2048,768] [--stats]
+        [--swap-ab] [--split-k N] [--tma-b] [--fused] [--sizes 2048,768] [--stats]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
 recorded (kernel, argument specialization as Triton's JIT makes it, constexprs) is then compiled by
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import sys
@@ -28,7 +29,8 @@ from moe_core.config import MoEConfig, ParallelConfig
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import QuantDtype, scheme
 from moe_core.routing import BatchedRouting
-from moe_core_triton.configs import LaunchConfig
+from moe_core_triton import configs
+from moe_core_triton.configs import FusedConfig, LaunchConfig
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 from moe_core_triton.launch import Launcher
 
@@ -93,10 +95,25 @@ def with_launch_fields(kernel_cls: type[TritonKernel], **fields) -> type[TritonK
     return Overridden
 
 
+#: The one-launch layer's config --fused checks besides the data files' own: COLS below BLOCK_N and steps that do not
+#: divide the test layer's sizes, so every masked path is compiled.
+MASKED_FUSED = FusedConfig(BLOCK_M=16, BLOCK_N=32, COLS=24, BLOCK_K=64, BLOCK_H=64, num_warps=4, num_stages=3)
+
+
+def fused_configs() -> list[FusedConfig]:
+    """:data:`MASKED_FUSED` and every distinct config the tuned data files name under ``gemm=fused`` keys: a forward
+    can launch any of them (:func:`moe_core_triton.configs.choose_fused`)."""
+    named = {FusedConfig(**entry) for path in sorted(configs.CONFIG_DIR.glob("*.json"))
+             for key, table in json.loads(path.read_text()).items() if key.endswith(",gemm=fused")
+             for entry in table.values() if entry is not None}
+    return [MASKED_FUSED, *sorted(named - {MASKED_FUSED}, key=repr)]
+
+
 def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype, sizes: tuple[int, int] | None = None,
-                **fields) -> list[Launch]:
+                fused: FusedConfig | None = None, **fields) -> list[Launch]:
     """The launches of one forward of an 8-expert layer of ``scheme_name`` (kernels not run); ``sizes``:
-    (hidden, intermediate), by default :func:`layer_sizes`; ``fields`` override the launch configurations
+    (hidden, intermediate), by default :func:`layer_sizes`; ``fused``: the one-launch layer's config, for a forward
+    that can take it (``TritonKernel.fused_override``); ``fields`` override the launch configurations
     (:func:`with_launch_fields`)."""
     hidden, intermediate = sizes or layer_sizes(scheme_name)
     cfg = MoEConfig(8, 2, hidden, intermediate, dtype=dtype, parallel=ParallelConfig(use_batched_activation_format=batched))
@@ -104,6 +121,8 @@ def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype
     kernel_cls = TritonBatchedKernel if batched else TritonKernel
     if fields:
         kernel_cls = with_launch_fields(kernel_cls, **fields)
+    if fused is not None:
+        kernel_cls = type(f"{kernel_cls.__name__}[fused]", (kernel_cls,), {"fused_override": fused})
     kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
     weights = kernel.prepare_weights(random_layer(cfg, sch, device="cpu"))
     x, routing = random_inputs(cfg, tokens, device="cpu")
@@ -188,6 +207,8 @@ def main(argv=None) -> int:
     parser.add_argument("--swap-ab", action="store_true", help="every GEMM with SWAP_AB (the transposed product)")
     parser.add_argument("--split-k", type=int, default=1, help="every GEMM's K loop split over this many programs")
     parser.add_argument("--tma-b", action="store_true", help="every GEMM that can loads its weight tiles by TMA")
+    parser.add_argument("--fused", action="store_true",
+                        help="the one-launch layer (fused.py) with each of fused_configs(), where the forward can take it")
     parser.add_argument("--sizes", help="hidden,intermediate of the layer (default: sizes that are no multiple of the tiles)")
     parser.add_argument("--stats", action="store_true", help="print each kernel's shared memory and PTX instruction counts")
     args = parser.parse_args(argv)
@@ -200,7 +221,9 @@ def main(argv=None) -> int:
         for tokens in (int(t) for t in args.tokens.split(",")):
             fields = ({"SWAP_AB": True} if args.swap_ab else {}) | ({"SPLIT_K": args.split_k} if args.split_k > 1 else {})
             fields |= {"TMA_B": True} if args.tma_b else {}
-            for launch in launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), sizes, **fields):
+            forwards = [launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), sizes, fc, **fields)
+                        for fc in (fused_configs() if args.fused else [None])]
+            for launch in (launch for launches in forwards for launch in launches):
                 again = launch in results
                 if not again:
                     try:

@@ -34,8 +34,9 @@ from moe_core_triton.blocks import FUSED_SUMS, PairTable, cdiv, next_power_of_2,
 from moe_core_triton.gemm import gated, k_step_mask
 from moe_core_triton.launch import Launcher
 
-#: Sums the last program casts per step (8 per thread with 4 warps).
-CAST_BLOCK = 1024
+#: Sums the last program casts per step (8 per thread with 4 warps); a constexpr, as compiled kernels read no other
+#: globals.
+CAST_BLOCK = tl.constexpr(1024)
 
 
 @triton.jit

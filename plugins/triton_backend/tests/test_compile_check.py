@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from moe_core_triton.compile_check import fused_configs
 from moe_core_triton.plugin import BATCHED_SCHEMES, STANDARD_SCHEMES, WEIGHT_ONLY_SCHEMES
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the kernels are compiled by the other tests")
@@ -32,13 +33,17 @@ def compile_check(*args: str, script: str | None = None) -> subprocess.Completed
     (90, False, STANDARD_SCHEMES, "1", "bfloat16", ["--split-k", "2"]),  # split K (and its gated pass), which they may pick too
     (90, False, STANDARD_SCHEMES, "300", "bfloat16", ["--tma-b", "--stats", "--sizes", "256,128"]),  # TMA weight loads, likewise
     (80, False, ("unquantized",) + WEIGHT_ONLY_SCHEMES, "1", "float16", []),  # A100, which the weight-only schemes claim
-], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm90-tma-b", "sm80-weight-only"])
+    (90, False, ("unquantized",), "1,3", "bfloat16", ["--fused"]),  # the one-launch layer, each config the data files name
+], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm90-tma-b", "sm80-weight-only", "sm90-fused"])
 def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, dtype, options):
     args = ["--arch", str(arch), "--scheme", ",".join(schemes), "--tokens", tokens, "--dtype", dtype]
     args += (["--batched"] if batched else []) + options
     done = compile_check(*args)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert all(f"{s} tokens={tokens.split(',')[0]} moe_gemm_kernel" in done.stdout for s in schemes)  # each scheme's GEMMs were compiled
+    kernel = "fused_layer_kernel" if "--fused" in options else "moe_gemm_kernel"
+    assert all(f"{s} tokens={tokens.split(',')[0]} {kernel}" in done.stdout for s in schemes)  # each scheme's GEMMs were compiled
+    if "--fused" in options:  # every config a data file names, at each token count
+        assert done.stdout.count(kernel) == len(tokens.split(",")) * len(fused_configs()) > 2, done.stdout
     assert f"compiled for sm_{arch}" in done.stdout
     assert ("gated_rows_kernel" in done.stdout) == ("--split-k" in options)
     if "--swap-ab" in options:  # the point of the transposed product: 16-token tiles on Hopper's wgmma instead of mma.sync
