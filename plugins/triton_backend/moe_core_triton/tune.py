@@ -163,10 +163,12 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
 
 
 #: (COLS, num_warps, num_stages) of the one-launch layer's candidates (BLOCK_M 16, BLOCK_K and BLOCK_H 128, BLOCK_N the
-#: power of two at or above COLS): the H100 probe's fastest tiles for Qwen3-30B-A3B at 1 and 2 tokens took K and H steps
-#: of 128, 4 warps and 3 or 4 stages (docs/benchmarks/h100-2026-11-25-s36/).
+#: power of two at or above COLS). On the H100, a wider search for Qwen3-30B-A3B at 1 and 2 tokens (228 candidates: K and
+#: H steps of 64 to 256, 3 to 6 stages) found its fastest with K and H steps of 128, 8 warps and 3 or 4 stages; its
+#: twelve fastest, other steps among them, were within 2% (1 token) and 4% (2 tokens) of that
+#: (docs/benchmarks/h100-2026-11-26-s37/fused_sweep3.txt).
 _FUSED_COLS = (16, 24, 32, 48, 64, 96, 128)
-_FUSED_LAUNCH = ((4, 3), (4, 4), (8, 4))
+_FUSED_LAUNCH = ((4, 3), (4, 4), (8, 3), (8, 4))
 #: Programs per SM a one-launch candidate may have: fewer leave SMs idle, more make many waves of short programs.
 _FUSED_PROGRAMS_PER_SM = (0.5, 3.0)
 #: How much faster than the two GEMMs the one-launch layer must be to be written: its float32 atomics vary the last
