@@ -13,6 +13,7 @@ from moe_core.registry import Registry
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
 from moe_core.testing import conformance
+from moe_core.testing.robustness import reported_count
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 
@@ -156,3 +157,12 @@ def test_localized_routing_maps_ids_and_zeroes_remote_pairs():
     local = routing.localized(expert_map)
     assert torch.equal(local.topk_ids, torch.tensor([[0, 1], [0, 3]], dtype=torch.int32))
     assert torch.equal(local.topk_weights, torch.tensor([[0.0, 0.75], [0.0, 0.5]]))
+
+
+def test_reported_count_is_what_check_raises_and_then_zero():
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, 8)")
+    assert reported_count(counter) == 0
+    values = torch.tensor([3, 9, -1, 2])
+    counter.record(values, (values < 0) | (values >= 8))
+    assert reported_count(counter) == 2
+    assert reported_count(counter) == 0  # check() reset the counter

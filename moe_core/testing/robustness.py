@@ -115,6 +115,16 @@ BATCHED_CASES: dict[str, Callable[[MoEConfig, Inputs], Inputs]] = {
 }
 
 
+def reported_count(counter: RoutingErrorCounter) -> int:
+    """How many invalid values ``counter`` reports at :meth:`~moe_core.routing_guard.RoutingErrorCounter.check`
+    (which waits for the device and resets it); 0 when it reports none. For tests comparing two counters."""
+    try:
+        counter.check()
+    except InvalidRoutingError as exc:
+        return exc.count
+    return 0
+
+
 def check_robustness(
     reg: Registry,
     backend: str,

@@ -22,6 +22,7 @@ from moe_core.registry import Registry
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
 from moe_core.testing import conformance
+from moe_core.testing.robustness import reported_count
 from moe_core_triton.blocks import next_power_of_2, pair_table, pairs_of_block, standard_table
 from moe_core_triton.compile_check import with_launch_fields
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
@@ -31,14 +32,6 @@ BLOCK_TABLES = type("BlockTableTritonKernel", (TritonKernel,), {"pair_table_max_
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
 INT32 = st.integers(-(2**31), 2**31 - 1)
-
-
-def _reported(counter: RoutingErrorCounter) -> int:
-    try:
-        counter.check()
-    except InvalidRoutingError as exc:
-        return exc.count
-    return 0
 
 
 @st.composite
@@ -73,7 +66,7 @@ def test_tables_hold_each_valid_pair_once_and_count_the_invalid(case):
                 placed[row] = owners[i // block_m]
         want = {p: e for p, e in enumerate(local.tolist()) if e >= 0}
         assert placed == want, f"block={block}: table {placed} != valid pairs {want}"
-        assert _reported(counter) == int(bad.sum())
+        assert reported_count(counter) == int(bad.sum())
 
 
 @triton.jit
@@ -113,7 +106,7 @@ def test_pair_tables_give_each_program_its_block_and_count_the_invalid(case):
     got = out.tolist()
     assert [(row[:block_m], row[block_m]) for row in got[: len(want)]] == want
     assert [row[block_m + 1] for row in got] == [1] * len(want) + [0] * (programs - len(want))
-    assert _reported(counter) == int(bad.sum())
+    assert reported_count(counter) == int(bad.sum())
 
 
 def _problem(name, ep=1, tokens=6):
@@ -144,7 +137,7 @@ def test_forward_drops_invalid_pairs_and_counts_them(name, with_map, kernel_cls)
     want = oracle.apply(x, oracle.prepare_weights(raw), safe, expert_map=safe_map)
     assert torch.isfinite(got).all()
     assert relative_error(got, want) <= tolerance(sch.activation_key, cfg.dtype)
-    assert _reported(kernel.routing_errors) == _reported(counter) >= 3
+    assert reported_count(kernel.routing_errors) == reported_count(counter) >= 3
 
 
 def test_batched_counts_out_of_range_are_clamped_and_counted():
@@ -160,7 +153,7 @@ def test_batched_counts_out_of_range_are_clamped_and_counted():
     want = oracle.apply(xb, oracle.prepare_weights(raw), BatchedRouting(counts.clamp(0, 4)))
     assert relative_error(got, want) <= tolerance(None, cfg.dtype)
     assert got[1].abs().sum() == 0 and got[2, 2:].abs().sum() == 0
-    assert _reported(kernel.routing_errors) == 2
+    assert reported_count(kernel.routing_errors) == 2
 
 
 @pytest.mark.skipif(not GPU, reason="apply() checks CPU inputs synchronously; the masked path through apply needs a GPU")
