@@ -25,6 +25,7 @@ from moe_core.testing import conformance
 from moe_core.testing.robustness import reported_count
 from moe_core_triton.blocks import next_power_of_2, pair_table, pairs_of_block, standard_table
 from moe_core_triton.compile_check import with_launch_fields
+from moe_core_triton.configs import FusedConfig
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 
 #: The kernel with a block table at every size (small forwards otherwise use a PairTable).
@@ -164,18 +165,22 @@ def test_conformance_robustness_on_the_gpu(backend):
 
 
 @pytest.mark.skipif(not GPU, reason="needs a GPU")
-def test_layer_survives_garbage_and_reports_it_on_a_later_call():
+@pytest.mark.parametrize("tokens, fused", [(64, False), (1, FusedConfig(16, 64, 64, 128, 128, 8, 4))],
+                         ids=["64 tokens, two GEMMs", "1 token, one launch"])
+def test_layer_survives_garbage_and_reports_it_on_a_later_call(tokens, fused):
     cfg = MoEConfig(num_experts=128, top_k=8, hidden_size=2048, intermediate_size=768, dtype=torch.bfloat16)
     sch = quant.scheme("unquantized")
     raw = random_layer(cfg, sch, device="cuda", seed=0)
     layer = MoELayer(cfg, raw, environ={"MOE_CORE_BACKEND": "triton"})
-    layer._kernels["triton"][0].routing_errors.min_interval_s = 0  # copy after every call: the next call must see it
-    x, routing = random_inputs(cfg, 64, device="cuda", seed=1)
+    kernel = layer._kernels["triton"][0]
+    kernel.routing_errors.min_interval_s = 0  # copy after every call: the next call must see it
+    kernel.fused_override = fused  # the one-launch layer (fused.py) at 1 token, whatever the data file says
+    x, routing = random_inputs(cfg, tokens, device="cuda", seed=1)
     want = ReferenceKernel(cfg, None, None)
     want = want.apply(x, want.prepare_weights(raw), routing)
     for bad in (128, 100000, -5):
         ids = routing.topk_ids.clone()
-        ids[5, 3] = bad
+        ids[-1, 3] = bad
         layer(x, Routing(ids, routing.topk_weights))
         torch.cuda.synchronize()  # the asynchronous copy of the counter has landed
         with pytest.raises(InvalidRoutingError, match="1 value"):
@@ -199,6 +204,7 @@ def test_layer_survives_garbage_and_reports_it_on_a_later_call():
         layer.check()
     assert relative_error(layer(x, routing), want) <= tolerance(None, cfg.dtype)
     layer.check()
+    assert any(plan is not None for plan in kernel._fused_plans.values()) == bool(fused)  # the path meant was taken
 
 
 @pytest.mark.parametrize("name", ["unquantized", "fp8-block", "fp8-tensor-token", "fp8-tensor", "int8", "fp8-tensor-dyn"])
