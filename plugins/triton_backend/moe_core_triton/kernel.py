@@ -252,6 +252,12 @@ class TritonKernel(MoEKernel):
     #: The one-launch layer's config (fused.py) for every forward that can take it, in place of the tuned data file's
     #: (tests, the tuner); False: never the one-launch layer (the tuner's two-GEMM baseline); None: the data file decides.
     fused_override: configs.FusedConfig | bool | None = None
+    #: True: the same inputs give the same bits on every run. Forwards then add nothing with float atomics, whose order
+    #: varies: no one-launch layer (whatever ``fused_override`` says), no split-K tiles (a data file's SPLIT_K runs as 1)
+    #: and the "sum" reduction (whatever ``reduce`` says). It costs what those paths gain where a data file picks them
+    #: (H100: the one-launch layer is 6 to 15% faster for Qwen3-30B-A3B bf16 at 1 and 2 tokens,
+    #: docs/benchmarks/triton-h100.md). Set it on the class before the first forward (``TritonKernel.deterministic = True``).
+    deterministic = False
 
     def __init__(self, config, weight_key, activation_key):
         super().__init__(config, weight_key, activation_key)
@@ -357,7 +363,7 @@ class TritonKernel(MoEKernel):
         aligned = not (x.data_ptr() | ids.data_ptr() | weights.data_ptr() | (0 if expert_map is None else expert_map.data_ptr())) & 15
         return (device, torch._C._cuda_getCurrentRawStream(device), threading.get_ident(), x.get_device(), x.shape[0], x.stride(),
                 ids.dtype, ids.stride(), weights.dtype, weights.stride(), None if expert_map is None else expert_map.dtype, aligned,
-                self.reduce, self.pair_table_max_pairs, self.fused_override)
+                self.reduce, self.pair_table_max_pairs, self.fused_override, self.deterministic)
 
     def _record(self, launches: list, weights: ExpertWeights, inputs: tuple, out: torch.Tensor, fresh: list) -> Replay | bool | None:
         """The replay of a forward that made ``launches`` and allocated ``fresh``: False where none can be made (what
@@ -408,16 +414,17 @@ class TritonKernel(MoEKernel):
         rows, tokens, weighted, expert map or not); None runs the two GEMMs. It takes unquantized 16-bit layers in the
         standard format whose router weight multiplies GEMM2's output (``weighted``), forwards of a
         :class:`PairTable`, and a :class:`~moe_core_triton.configs.FusedConfig` for ``tokens`` in the tuned data file
-        (:func:`~moe_core_triton.configs.choose_fused`) or :attr:`fused_override` (False: never)."""
-        key = (device, rows, tokens, weighted, has_map, self.fused_override)
+        (:func:`~moe_core_triton.configs.choose_fused`) or :attr:`fused_override` (False: never); never for a
+        :attr:`deterministic` kernel."""
+        key = (device, rows, tokens, weighted, has_map, self.fused_override, self.deterministic)
         if key in self._fused_plans:
             return self._fused_plans[key]
         if len(self._fused_plans) >= 4096:
             self._fused_plans.clear()
         cfg = self.config
         fc = None
-        if (self.fused_override is not False and self.weight_key is None and self.activation_key is None and weighted
-                and cfg.dtype in (torch.bfloat16, torch.float16) and self.pair_table_pairs(rows, False) is not None):
+        if (self.fused_override is not False and not self.deterministic and self.weight_key is None and self.activation_key is None
+                and weighted and cfg.dtype in (torch.bfloat16, torch.float16) and self.pair_table_pairs(rows, False) is not None):
             key_in_file = configs.shape_key(cfg.local_num_experts, cfg.intermediate_size, cfg.hidden_size, self.scheme_name, "fused")
             fc = self.fused_override or configs.choose_fused(_device_name(device), key_in_file, tokens)
         plan = None if fc is None else (fc, fused_launcher(fc, self._act, self._clamp, has_map, rows, cfg.local_num_experts,
@@ -500,7 +507,7 @@ class TritonKernel(MoEKernel):
     def _atomic(self, gemm2: configs.LaunchConfig, batched: bool) -> bool:
         """Whether GEMM2 adds into a float32 [tokens, H] output (the "atomic" reduction, or split K) instead of
         writing one row per pair for the top-k sum."""
-        return not batched and (self.reduce == "atomic" or gemm2.SPLIT_K > 1)
+        return not batched and not self.deterministic and (self.reduce == "atomic" or gemm2.SPLIT_K > 1)
 
     def _scratch(self, device: torch.device, rows: int, tokens: int, capturing: bool):
         """The ``empty`` of a standard-format forward: the shared scratch set of small forwards outside
@@ -516,7 +523,7 @@ class TritonKernel(MoEKernel):
                        has_map: bool = False, eager: bool = True) -> tuple[GemmLaunch, GemmLaunch]:
         """GEMM1 and GEMM2 launch configs and launchers, made once per (device, rows, tokens, weighted,
         batched, expert map or not, eager or captured in a CUDA graph) and then cached."""
-        key = (device, rows, tokens, weighted, batched, has_map, eager)
+        key = (device, rows, tokens, weighted, batched, has_map, eager, self.deterministic)
         found = self._plans.get(key)
         if found is None:
             if len(self._plans) >= 4096:  # token counts are bounded in practice; stay bounded anyway
@@ -633,9 +640,12 @@ class TritonKernel(MoEKernel):
         """``lc`` as this kernel runs it for reduction size ``k`` on ``device`` (tuned files and tuner candidates
         pass through here): weight-only schemes take a BLOCK_K whose tiles never straddle two scale groups
         unevenly, and load their codes through pointers (``TMA_B`` off), as do GPUs without TMA and layers
-        whose weight rows are not a multiple of 16 bytes (a tensor descriptor's row stride must be)."""
+        whose weight rows are not a multiple of 16 bytes (a tensor descriptor's row stride must be); a
+        :attr:`deterministic` kernel runs its tiles unsplit."""
         if lc.TMA_B and (self.weight_only is not None or k * self._weight_bytes % 16 or not has_tma(device)):
             lc = replace(lc, TMA_B=False)
+        if self.deterministic and lc.SPLIT_K > 1:
+            lc = replace(lc, SPLIT_K=1)
         if self.weight_only is None:
             return lc
         return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))

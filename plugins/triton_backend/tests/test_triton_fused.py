@@ -140,6 +140,31 @@ def test_a_broken_fused_entry_is_refused_with_the_field_it_breaks(field, value, 
         FusedConfig(**(EVEN.to_dict() | {field: value}))
 
 
+def test_a_deterministic_kernel_never_takes_the_one_launch_layer():
+    """Its float32 atomics add in a varying order; a deterministic kernel runs the two GEMMs, whatever the override or
+    the data file say."""
+    cfg, tokens, fc, _ = CASES["odd sizes, several pairs per expert"]
+    raw = random_layer(cfg, quant.scheme("unquantized"), device=DEVICE, seed=1)
+    x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=2)
+    kernel = type("DeterministicFused", (fused(fc),), {"deterministic": True})(cfg, None, None)
+    got, kernels = forward_and_launches(kernel, x, kernel.prepare_weights(raw), routing)
+    oracle = ReferenceKernel(cfg, None, None)
+    assert fused_layer_kernel not in kernels and kernels
+    assert relative_error(got, oracle.apply(x, oracle.prepare_weights(raw), routing)) <= tolerance(None, cfg.dtype)
+
+
+@pytest.mark.skipif(not GPU, reason="the order of float atomics varies on a GPU only")
+def test_a_deterministic_qwen3_decode_gives_the_same_bits_every_forward():
+    """Qwen3-30B-A3B's shape at 1 and 2 tokens, where the H100 data file picks the one-launch layer."""
+    cfg = MoEConfig(128, 8, 2048, 768, dtype=torch.bfloat16)
+    kernel = type("Deterministic", (TritonKernel,), {"deterministic": True})(cfg, None, None)
+    weights = kernel.prepare_weights(random_layer(cfg, quant.scheme("unquantized"), device=DEVICE, seed=9))
+    for tokens in (1, 2):
+        x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=tokens)
+        first = kernel.apply(x, weights, routing).clone()
+        assert all(torch.equal(kernel.apply(x, weights, routing), first) for _ in range(50))
+
+
 @pytest.mark.skipif(not GPU, reason="CUDA graphs need a GPU")
 def test_cuda_graph_replay():
     cfg, _, fc, _ = CASES["odd sizes, several pairs per expert"]

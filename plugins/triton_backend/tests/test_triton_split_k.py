@@ -16,6 +16,7 @@ from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
 from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
+from moe_core_triton.launch import recording
 from moe_core_triton.plugin import STANDARD_SCHEMES
 
 GPU = torch.cuda.is_available()
@@ -32,6 +33,21 @@ def test_the_override_reaches_every_launch_and_the_batched_format_never_splits()
     split_batched = with_launch_fields(TritonBatchedKernel, SPLIT_K=3)(batched, None, None)
     assert split_batched._config(torch.device(DEVICE), 4, 128, 256, gemm=2, tokens=2).SPLIT_K == 1  # its GEMM2 writes rows
     assert LaunchConfig(16, 64, 64, 1, 4, 4).SPLIT_K == 1  # data files written before the field read as unsplit
+
+
+def test_a_deterministic_kernel_runs_a_split_unsplit_and_adds_nothing_with_atomics():
+    cfg = MoEConfig(8, 2, 256, 128, dtype=DTYPE)
+    kernel_cls = type("DeterministicSplit", (Split,), {"deterministic": True, "reduce": "atomic"})
+    kernel = kernel_cls(cfg, None, None)
+    device = torch.device(DEVICE)
+    assert kernel._config(device, 4, 128, 256, gemm=1, tokens=2).SPLIT_K == 1
+    g1, g2 = kernel._gemm_launches(device, 4, 2, weighted=True, batched=False)
+    assert g1.config.SPLIT_K == g2.config.SPLIT_K == 1 and not kernel._atomic(g2.config, batched=False)
+    x, routing = random_inputs(cfg, 2, device=DEVICE)
+    with recording() as launches:
+        conformance.check_against_reference(kernel_cls, cfg, "unquantized", x, routing)
+    assert launches and all(not launcher._options.get("ATOMIC_OUT") and launcher._options.get("SPLIT_K", 1) == 1
+                            for launcher, _, _ in launches)
 
 
 @pytest.mark.parametrize("name", STANDARD_SCHEMES)
