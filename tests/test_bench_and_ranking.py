@@ -208,6 +208,20 @@ def test_roofline_bytes_count_codes_scales_and_zero_points():
     assert per_expert["fp8-block"] == 3 * 256 * 128 + (2 * 2 + 2 * 1) * 4  # 128x128 blocks
 
 
+def test_the_roofline_of_cycled_input_sets_is_their_mean_work():
+    """Sets touching 1 and 2 experts, timed in turn: the bytes are those of 1.5 experts, not the first set's."""
+    from moe_core.bench.roofline import mean_work, work
+
+    cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=256, intermediate_size=128, dtype=torch.bfloat16)
+    one = Routing(torch.tensor([[0, 0]], dtype=torch.int32), torch.ones(1, 2))
+    two = Routing(torch.tensor([[0, 3]], dtype=torch.int32), torch.ones(1, 2))
+    mean = mean_work(cfg, None, [one, two])
+    assert mean.touched_experts == 1.5 and work(cfg, None, one).touched_experts == 1
+    assert mean.bytes == (work(cfg, None, one).bytes + work(cfg, None, two).bytes) / 2
+    assert mean.bytes - work(cfg, None, one).bytes == 3 * 256 * 128 * 2 / 2  # half an expert's weights more
+    assert mean.flops == work(cfg, None, one).flops  # flops count pairs, which the sets share
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the back-to-back eager time uses CUDA events")
 def test_eager_time_counts_host_work_that_outlasts_the_gpu_work():
     """A call that spends 300 µs on the host to launch 1 µs of GPU work takes >= 300 µs per call back to back,

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import torch
 
 from moe_core.bench.peers import GROUPED_MM, GroupedMMPipeline, grouped_mm_available
-from moe_core.bench.roofline import Ceilings, measure_ceilings, work
+from moe_core.bench.roofline import Ceilings, mean_work, measure_ceilings
 from moe_core.bench.timing import Timer, host_time
 from moe_core.batched import dispatch
 from moe_core.config import ActivationFormat, MoEConfig
@@ -59,7 +59,7 @@ class Row:
     rel_err: float | None = None
     bytes: float | None = None
     flops: float | None = None
-    touched_experts: int | None = None
+    touched_experts: float | None = None
     tbps: float | None = None
     tflops: float | None = None
     pct_copy: float | None = None
@@ -138,7 +138,7 @@ def run(
     step = itertools.count(1)
     for tokens in req.tokens:
         sets = [random_inputs(cfg, tokens, device=device, seed=req.seed + 1000 * tokens + i) for i in range(req.input_sets)]
-        w = work(cfg, sch.weight_key, sets[0][1])
+        w = mean_work(cfg, sch.weight_key, [routing for _, routing in sets])  # the timed runs cycle through the sets
         if cfg.activation_format is ActivationFormat.BATCHED_EXPERTS:  # what an expert-parallel dispatch would hand over
             sets = [dispatch(x, routing, cfg.local_num_experts)[:2] for x, routing in sets]
         want = oracle.apply(sets[0][0], oracle_weights, sets[0][1])

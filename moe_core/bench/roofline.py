@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -16,11 +17,12 @@ _BITS = {QuantDtype.FP8_E4M3: 8, QuantDtype.INT8: 8, QuantDtype.INT4: 4, QuantDt
 
 @dataclass(frozen=True)
 class Work:
-    """The least a forward must do: bytes moved through memory, and floating-point operations."""
+    """The least a forward must do: bytes moved through memory, and floating-point operations (a mean over input
+    sets, :func:`mean_work`: ``touched_experts`` may then be fractional)."""
 
     bytes: float
     flops: float
-    touched_experts: int
+    touched_experts: float
 
 
 _SCALE_BYTES = {ScaleDtype.FP32: 4, ScaleDtype.FP8_E4M3: 1, ScaleDtype.E8M0: 1}
@@ -59,6 +61,14 @@ class Ceilings:
 
     def to_dict(self) -> dict:
         return {"device": self.device, "copy_TBps": self.copy_bytes_per_s / 1e12, "matmul_TFLOPs": {k: v / 1e12 for k, v in self.matmul_flops_per_s.items()}}
+
+
+def mean_work(cfg: MoEConfig, weight_key: QuantKey | None, routings: Sequence[Routing]) -> Work:
+    """The mean :func:`work` of ``routings``: what one run does on average when the timing cycles through them, as
+    ``moe-core bench`` cycles its input sets. With few tokens the sets touch different numbers of experts (two
+    Mixtral-8x7B tokens: 3 or 4 of 8), so the first set's bytes alone misstate the runs timed."""
+    works = [work(cfg, weight_key, routing) for routing in routings]
+    return Work(*(sum(getattr(w, f) for w in works) / len(works) for f in ("bytes", "flops", "touched_experts")))
 
 
 def measure_ceilings(device: torch.device, timer: Timer, size: int = 8192) -> Ceilings:
