@@ -222,6 +222,25 @@ def test_the_roofline_of_cycled_input_sets_is_their_mean_work():
     assert mean.flops == work(cfg, None, one).flops  # flops count pairs, which the sets share
 
 
+def test_the_graph_time_of_cycled_input_sets_is_the_mean_of_each_set_s_time():
+    """Two sets whose replays take 3 and 4 units: 3.5, where a median over replays cycling 3, 4, 3 would say 3."""
+    from moe_core.bench.harness import graph_time
+
+    class Graph:
+        def __init__(self, seconds):
+            self.seconds = seconds
+
+        def replay(self):
+            return self.seconds
+
+    class Timer:
+        def time(self, fn):
+            return fn()
+
+    assert graph_time(Timer(), [Graph(3.0), Graph(4.0)]) == 3.5
+    assert graph_time(Timer(), [Graph(3.0), Graph(4.0), Graph(3.0)]) == pytest.approx(10 / 3)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the back-to-back eager time uses CUDA events")
 def test_eager_time_counts_host_work_that_outlasts_the_gpu_work():
     """A call that spends 300 µs on the host to launch 1 µs of GPU work takes >= 300 µs per call back to back,
