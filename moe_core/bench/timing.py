@@ -26,7 +26,8 @@ class Timer:
     def method(self) -> str:
         if self.device_type != "cuda":
             return "wall clock (perf_counter), median"
-        return (f"graph replays: CUDA events, median, the L2 emptied before each by reading {FLUSH_BYTES >> 20} MB; "
+        return (f"graph replays: CUDA events, median per input set, mean over the sets, the L2 emptied before each by "
+                f"reading {FLUSH_BYTES >> 20} MB; "
                 f"eager: calls back to back (CUDA events), median of {BATCHES} batches")
 
     def time(self, fn: Callable[[], object]) -> float:
