@@ -20,8 +20,8 @@ sums: the fused layer pays where the layer is short and its pairs few. It runs u
 standard format, where a tuned data file names a :class:`FusedConfig` for the token count (kernel.py); the float32
 sums make the last bits of a result vary from run to run, as split-K tiles do (``TritonKernel.deterministic`` turns it
 off). Measured on the H100 against the two GEMMs in one process (docs/benchmarks/triton-h100.md, session 37): Qwen3
-at 1 token 38.7 → 36.4 µs, 2 tokens 70.0 → 61.1 µs; the twelve fastest of 228 candidate tiles lie within 2% of 36.1 µs at
-one token, the floor of this design, where a bare read of the bytes takes 29.3 µs.
+at 1 token 38.7 → 36.4 µs, 2 tokens 70.0 → 61.1 µs; the twelve fastest of 228 candidate tiles lie within 2% of
+36.1 µs at one token, the floor of this design, where a bare read of the bytes takes 29.3 µs.
 """
 
 from __future__ import annotations
