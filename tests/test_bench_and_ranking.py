@@ -96,7 +96,9 @@ def test_wrong_backend_is_marked_failed_and_never_timed(reg):
     ok = [r for r in res.rows if r.backend in ("slowpoke", "speedy", "reference")]
     assert all(r.status == "ok" and r.time_s > 0 and r.rel_err < 1e-5 for r in ok)
     assert {r.kind for r in res.rows if r.backend == "reference"} == {"peer"}
-    assert "failed" in harness.format_table([res])
+    assert all(r.mode == "eager" and r.eager_time_s == r.time_s and r.graph_b2b_time_s is None for r in ok)  # no graphs on a CPU
+    table = harness.format_table([res])
+    assert "failed" in table and "graph b2b" in table.splitlines()[1]
 
 
 def test_ranking_orders_the_fake_pair_and_changes_the_choice(reg, tmp_path):
@@ -254,6 +256,47 @@ def test_eager_time_counts_host_work_that_outlasts_the_gpu_work():
         x.add_(1)
 
     assert harness.Timer("cuda").back_to_back(host_bound) >= 290e-6
+
+
+def test_paired_batches_alternate_and_give_each_callable_its_median_per_call():
+    """Timer.back_to_back_pair's rounds: one batch of each callable in turn, so a clock that drifts during the run
+    meets both alike; each result is the median of its own batches, per call."""
+    from moe_core.bench.timing import alternating_batches
+
+    order, clock = [], iter([30.0, 8.0, 10.0, 9.0, 20.0, 7.0])  # seconds per batch, in the order the batches run
+
+    def batch_seconds(fn, calls):
+        order.append((fn, calls))
+        return next(clock)
+
+    calls = {"eager": 10, "graph": 4}
+    per_call = alternating_batches(["eager", "graph"], batch_seconds, calls.__getitem__, batches=3)
+    assert order == [("eager", 10), ("graph", 4)] * 3
+    assert per_call == [2.0, 2.0]  # medians of (3.0, 1.0, 2.0) and (2.0, 2.25, 1.75)
+
+
+def test_a_paired_eager_call_that_outlasts_its_graph_replay_shows_its_host_work():
+    """On a CPU each side of the pair is the wall-clock median of its own calls."""
+    timer = harness.Timer("cpu", cpu_repeats=3)
+    slow, fast = timer.back_to_back_pair(lambda: time.sleep(3e-3), lambda: None)
+    assert slow >= 3e-3 > fast
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs")
+def test_graph_rows_carry_the_paired_back_to_back_replay_time():
+    x = torch.ones(1 << 20, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x.mul_(1.0)
+
+    def host_bound():
+        end = time.perf_counter() + 300e-6
+        while time.perf_counter() < end:
+            pass
+        x.mul_(1.0)
+
+    eager, replays = harness.Timer("cuda").back_to_back_pair(host_bound, graph.replay)
+    assert eager >= 290e-6 > 10 * replays
 
 
 def test_eager_time_on_a_cpu_is_the_wall_clock_median():

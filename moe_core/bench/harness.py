@@ -55,6 +55,9 @@ class Row:
     time_s: float | None = None
     eager_time_s: float | None = None
     host_time_s: float | None = None  # CUDA: time until one eager call returns with the GPU idle before it
+    #: CUDA graphs: replays back to back, in batches alternating with the eager calls' (Timer.back_to_back_pair); the
+    #: eager time's counterpart in the same steady state, so eager - graph_b2b is the host work the GPU does not hide
+    graph_b2b_time_s: float | None = None
     mode: str = ""  # "graph" (CUDA-graph replay) or "eager"
     rel_err: float | None = None
     bytes: float | None = None
@@ -167,18 +170,23 @@ def run(
                 row.status, row.detail = "failed", f"output differs from the reference: rel err {err:.3g} > {tol:.3g}"
                 continue
             cycle = itertools.cycle(sets)
-            row.eager_time_s = row.time_s = timer.back_to_back(lambda: fn(*next(cycle)))
-            row.mode = "eager"
+            call = lambda: fn(*next(cycle))  # noqa: E731
             if device.type == "cuda":
-                row.host_time_s = host_time(lambda: fn(*next(cycle)))
+                row.host_time_s = host_time(call)
+            graphs = None
             if use_graphs and graph_safe:
                 try:
                     graphs = _capture(fn, sets)
                 except RuntimeError as exc:  # claimed capturable but is not: report it, keep the eager time
                     row.detail = f"CUDA-graph capture failed ({str(exc).splitlines()[0][:120]}); eager time"
-                else:
-                    row.time_s = graph_time(timer, graphs)
-                    row.mode = "graph"
+            if graphs is None:
+                row.eager_time_s = row.time_s = timer.back_to_back(call)
+                row.mode = "eager"
+            else:
+                replays = itertools.cycle(graphs)
+                row.eager_time_s, row.graph_b2b_time_s = timer.back_to_back_pair(call, lambda: next(replays).replay())
+                row.time_s = graph_time(timer, graphs)
+                row.mode = "graph"
             row.status = "ok"
             row.tbps = w.bytes / row.time_s / 1e12
             row.tflops = w.flops / row.time_s / 1e12
@@ -235,20 +243,22 @@ def format_table(results: Sequence[BenchResult]) -> str:
     c = first.ceilings
     matmul = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in c.matmul_flops_per_s.items())
     lines = [f"device: {first.device} | timing: {first.timing} | ceilings: copy {c.copy_bytes_per_s / 1e12:.2f} TB/s, {matmul}"]
-    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "host", "TB/s", "TFLOP/s", "%copy", "%matmul", "rel err / detail")
+    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "graph b2b", "host", "TB/s", "TFLOP/s", "%copy", "%matmul",
+              "rel err / detail")
     table = [header]
     for res in results:
         for r in res.rows:
-            t = f"{r.time_s * 1e6:.1f} us" if r.time_s is not None else "-"
-            eager = f"{r.eager_time_s * 1e6:.1f} us" if r.eager_time_s is not None else "-"
-            host = f"{r.host_time_s * 1e6:.1f} us" if r.host_time_s is not None else "-"
+            us = (lambda v: "-" if v is None else f"{v * 1e6:.1f} us")
             fmt = (lambda v, p=".2f": "-" if v is None else format(v, p))
             detail = f"{r.rel_err:.2e}" if r.status == "ok" and r.rel_err is not None else r.detail
-            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status, t, r.mode or "-", eager, host,
-                          fmt(r.tbps), fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
+            table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status,
+                          us(r.time_s), r.mode or "-", us(r.eager_time_s), us(r.graph_b2b_time_s), us(r.host_time_s), fmt(r.tbps),
+                          fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         lines.append("  ".join(row[i].ljust(widths[i]) for i in range(len(widths))) + "  " + row[-1])
     lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager; "
-                 "eager: per call, calls back to back; host: time until one eager call returns, GPU idle before it")
+                 "eager: per call, calls back to back; graph b2b: graph replays back to back, batches alternating with the "
+                 "eager ones (eager - graph b2b: host work the GPU does not hide); host: time until one eager call returns, "
+                 "GPU idle before it")
     return "\n".join(lines)

@@ -28,7 +28,8 @@ class Timer:
             return "wall clock (perf_counter), median"
         return (f"graph replays: CUDA events, median per input set, mean over the sets, the L2 emptied before each by "
                 f"reading {FLUSH_BYTES >> 20} MB; "
-                f"eager: calls back to back (CUDA events), median of {BATCHES} batches")
+                f"eager: calls back to back (CUDA events), median of {BATCHES} batches; "
+                f"graph b2b: replays back to back, batches alternating with the eager ones")
 
     def time(self, fn: Callable[[], object]) -> float:
         if self.device_type == "cuda":
@@ -52,13 +53,37 @@ class Timer:
             return self.time(fn)
         return _back_to_back_cuda(fn)
 
+    def back_to_back_pair(self, first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
+        """Seconds per call of ``first`` and of ``second``, each timed as :meth:`back_to_back` times one, their batches
+        taken in turn (``first``'s, ``second``'s, ``first``'s, ...): both meet the same clocks and temperature, so their
+        difference is what one costs more than the other in the same steady state (eager calls against their CUDA
+        graph's replays: the host work the GPU does not hide). On a CPU, :meth:`time` of each."""
+        if self.device_type != "cuda":
+            return self.time(first), self.time(second)
+        first_s, second_s = alternating_batches([first, second], _cuda_batch_seconds, _cuda_calls_per_batch)
+        return first_s, second_s
+
 
 #: Length and number of the batches of :meth:`Timer.back_to_back` on CUDA.
 BATCH_MS = 20.0
 BATCHES = 5
 
 
-def _back_to_back_cuda(fn: Callable[[], object]) -> float:
+def alternating_batches(fns: list[Callable[[], object]], batch_seconds: Callable[[Callable[[], object], int], float],
+                        calls_per_batch: Callable[[Callable[[], object]], int], batches: int = BATCHES) -> list[float]:
+    """Seconds per call of each of ``fns``: ``batches`` rounds, each timing one batch of every fn in turn
+    (``batch_seconds(fn, calls)``: seconds for ``calls`` calls back to back; ``calls_per_batch(fn)``: how many), the median
+    per call of each fn's batches."""
+    calls = [calls_per_batch(fn) for fn in fns]
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(batches):
+        for fn, n, out in zip(fns, calls, samples):
+            out.append(batch_seconds(fn, n) / n)
+    return [statistics.median(s) for s in samples]
+
+
+def _cuda_calls_per_batch(fn: Callable[[], object]) -> int:
+    """Calls of ``fn`` in about :data:`BATCH_MS` (3 to 2000), from one timed call after a warm-up one."""
     import torch
 
     fn()
@@ -66,18 +91,26 @@ def _back_to_back_cuda(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     torch.cuda.synchronize()
-    calls = max(3, min(2000, int(BATCH_MS * 1e-3 / max(time.perf_counter() - start, 1e-6))))
-    samples = []
-    for _ in range(BATCHES):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        begin.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(begin.elapsed_time(end) / 1e3 / calls)
-    return statistics.median(samples)
+    return max(3, min(2000, int(BATCH_MS * 1e-3 / max(time.perf_counter() - start, 1e-6))))
+
+
+def _cuda_batch_seconds(fn: Callable[[], object], calls: int) -> float:
+    """Seconds from before the first to after the last of ``calls`` calls of ``fn`` made back to back (CUDA events),
+    the GPU idle before the first."""
+    import torch
+
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    begin.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end) / 1e3
+
+
+def _back_to_back_cuda(fn: Callable[[], object]) -> float:
+    return alternating_batches([fn], _cuda_batch_seconds, _cuda_calls_per_batch)[0]
 
 
 #: Bytes :func:`cold_l2_seconds` reads before each run, several times any GPU's L2 (H100: 50 MB, H200: 60 MB).
