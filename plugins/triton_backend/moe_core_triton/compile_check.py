@@ -82,16 +82,18 @@ def layer_sizes(scheme_name: str) -> tuple[int, int]:
     return (224, 96) if key is not None and key.dtype is QuantDtype.FP4_E2M1 else (200, 72)
 
 
-def with_launch_fields(kernel_cls: type[TritonKernel], **fields) -> type[TritonKernel]:
-    """``kernel_cls`` with ``fields`` of every :class:`LaunchConfig` it picks overridden (e.g. ``SWAP_AB=True``),
-    for checking variants the tuned data files may choose; the kernel then adjusts them as it adjusts a data
-    file's (:meth:`TritonKernel.as_run`: the batched format runs without split K)."""
+def with_launch_fields(kernel_cls: type[TritonKernel], only_gemm: int | None = None, **fields) -> type[TritonKernel]:
+    """``kernel_cls`` with ``fields`` of every :class:`LaunchConfig` it picks overridden (e.g. ``SWAP_AB=True``), or of
+    GEMM ``only_gemm``'s only (1 or 2), for checking variants the tuned data files may choose; the kernel then adjusts
+    them as it adjusts a data file's (:meth:`TritonKernel.as_run`: the batched format runs without split K)."""
 
     class Overridden(kernel_cls):
         def _config(self, device, rows, n, k, gemm, tokens) -> LaunchConfig:
-            return self.as_run(replace(super()._config(device, rows, n, k, gemm, tokens), **fields), k, device)
+            chosen = super()._config(device, rows, n, k, gemm, tokens)
+            return chosen if only_gemm not in (None, gemm) else self.as_run(replace(chosen, **fields), k, device)
 
-    Overridden.__name__ = f"{kernel_cls.__name__}[{', '.join(f'{k}={v}' for k, v in fields.items())}]"
+    only = f"GEMM{only_gemm}: " if only_gemm is not None else ""
+    Overridden.__name__ = f"{kernel_cls.__name__}[{only}{', '.join(f'{k}={v}' for k, v in fields.items())}]"
     return Overridden
 
 
@@ -110,15 +112,15 @@ def fused_configs() -> list[FusedConfig]:
 
 
 def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype, sizes: tuple[int, int] | None = None,
-                fused: FusedConfig | None = None, **fields) -> list[Launch]:
+                fused: FusedConfig | None = None, kernel_cls: type[TritonKernel] | None = None, **fields) -> list[Launch]:
     """The launches of one forward of an 8-expert layer of ``scheme_name`` (kernels not run); ``sizes``:
     (hidden, intermediate), by default :func:`layer_sizes`; ``fused``: the one-launch layer's config, for a forward
-    that can take it (``TritonKernel.fused_override``); ``fields`` override the launch configurations
-    (:func:`with_launch_fields`)."""
+    that can take it (``TritonKernel.fused_override``); ``kernel_cls``: the kernel, by default the format's plugin
+    kernel; ``fields`` override the launch configurations (:func:`with_launch_fields`)."""
     hidden, intermediate = sizes or layer_sizes(scheme_name)
     cfg = MoEConfig(8, 2, hidden, intermediate, dtype=dtype, parallel=ParallelConfig(use_batched_activation_format=batched))
     sch = scheme(scheme_name)
-    kernel_cls = TritonBatchedKernel if batched else TritonKernel
+    kernel_cls = kernel_cls or (TritonBatchedKernel if batched else TritonKernel)
     if fields:
         kernel_cls = with_launch_fields(kernel_cls, **fields)
     if fused is not None:

@@ -52,6 +52,11 @@ in chunks of 64 values (:mod:`moe_core_triton.k_order`); each tile is put back i
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
+``TABLE_M``: the BLOCK_M the block table was built with, BLOCK_M itself unless GEMM2 reads GEMM1's table with a
+BLOCK_M that divides GEMM1's (:meth:`moe_core_triton.kernel.TritonKernel.shares_table`): each table block is then
+TABLE_M / BLOCK_M blocks of this launch, all of one expert, and a forward builds one table instead of two. An expert's
+padding ends its blocks, so a block that starts in padding is padding only, as with a table of its own.
+
 ``PAIR_TABLE`` (forwards of few pairs, :class:`moe_core_triton.blocks.PairTable`): ``table_ptr`` is the routing's
 expert ids, and each program works out its block's rows itself (:func:`moe_core_triton.blocks.pairs_of_block`)
 instead of reading a table built by an earlier launch; with ``GUARD`` the first program counts invalid pairs.
@@ -564,11 +569,11 @@ def moe_gemm_kernel(
     SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, QUANT_IN: tl.constexpr,
     ROUND_FP8: tl.constexpr,
     PAIR_TABLE: tl.constexpr, HAS_MAP: tl.constexpr, GUARD: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr,
-    SUM_PAIRS: tl.constexpr, TOP_K: tl.constexpr, K_P2: tl.constexpr, SUM_T: tl.constexpr,
+    SUM_PAIRS: tl.constexpr, TOP_K: tl.constexpr, K_P2: tl.constexpr, SUM_T: tl.constexpr, TABLE_M: tl.constexpr,
 ):
     sorted_ids_ptr = table_ptr  # the block table's layout: see moe_core_triton.blocks
     block_expert_ptr = table_ptr + capacity
-    num_padded_ptr = block_expert_ptr + capacity // BLOCK_M
+    num_padded_ptr = block_expert_ptr + capacity // TABLE_M
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(capacity, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -592,7 +597,7 @@ def moe_gemm_kernel(
         if tl.load(sorted_ids_ptr + pid_m * BLOCK_M) >= num_valid:  # a block of padding only
             return
         ids = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+        expert = tl.load(block_expert_ptr + pid_m * BLOCK_M // TABLE_M).to(tl.int64)
     row_ok = ids < num_valid
     a_rows = ids // row_div
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

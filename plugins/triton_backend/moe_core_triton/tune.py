@@ -103,8 +103,9 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     a CUDA graph of a forward does (``TritonKernel._run_gemm1`` / ``_run_gemm2``): GEMM1 with the quantization passes
     of its input and of the intermediate and its gated activation, GEMM2 with the router weight and the top-k
     reduction, so split-K candidates pay for their extra pass and atomics, and a GEMM1 that quantizes in its
-    epilogue gains the pass it saves. GEMM1 is tuned first; a GEMM2 candidate whose BLOCK_M differs from GEMM1's
-    choice is timed with the second block table a forward then builds. The candidates are :func:`candidates`, or
+    epilogue gains the pass it saves. GEMM1 is tuned first; a GEMM2 candidate reads GEMM1's block table where a forward
+    would (``TritonKernel.shares_table``), else it is timed with the second table a forward then builds. The candidates
+    are :func:`candidates`, or
     with ``refine`` the :func:`refinements` of the config the layer picks now. ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
@@ -122,7 +123,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     pairs = kernel.pair_table_pairs(rows, batched=False)  # a forward of few pairs builds no table (PairTable)
 
     def with_its_own_table(g, table):
-        """GEMM2's step when its BLOCK_M differs from GEMM1's: a forward builds its table too."""
+        """GEMM2's step when it cannot read GEMM1's table: a forward builds its table too."""
         return steps[2][1](g, kernel.rows_of(g, routing.topk_ids))
 
     budget = tolerance(sch.activation_key, cfg.dtype)  # fp8 intermediates: one flipped rounding moves a value 1/16
@@ -139,9 +140,10 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         else:
             tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k))
         for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
-            launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs)
+            shared = gemm == 2 and kernel.shares_table(best[1], lc, batched=False)
+            launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs, table_m=best[1].BLOCK_M if shared else None)
             table = kernel.rows_of(launch, routing.topk_ids)
-            own_table = gemm == 2 and lc.BLOCK_M != best[1].BLOCK_M
+            own_table = gemm == 2 and launch.table_m != best[1].BLOCK_M
             run = functools.partial(with_its_own_table if own_table else step, launch, table)
             try:
                 out = run()

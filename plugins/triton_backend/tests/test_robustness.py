@@ -30,6 +30,8 @@ from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 
 #: The kernel with a block table at every size (small forwards otherwise use a PairTable).
 BLOCK_TABLES = type("BlockTableTritonKernel", (TritonKernel,), {"pair_table_max_pairs": 0})
+#: Block tables with GEMM2's blocks half GEMM1's: GEMM2 reads GEMM1's table (TritonKernel.shares_table).
+SHARED_TABLE = with_launch_fields(with_launch_fields(BLOCK_TABLES, 1, BLOCK_M=32), 2, BLOCK_M=16)
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -120,8 +122,8 @@ def _problem(name, ep=1, tokens=6):
 
 @pytest.mark.parametrize("name", ["unquantized", "fp8-block", "fp8-tensor-dyn", "int8"])
 @pytest.mark.parametrize("with_map", [False, True])
-@pytest.mark.parametrize("kernel_cls", [TritonKernel, with_launch_fields(TritonKernel, SPLIT_K=3), BLOCK_TABLES],
-                         ids=["unsplit", "split-k", "block-table"])
+@pytest.mark.parametrize("kernel_cls", [TritonKernel, with_launch_fields(TritonKernel, SPLIT_K=3), BLOCK_TABLES, SHARED_TABLE],
+                         ids=["unsplit", "split-k", "block-table", "gemm2-on-gemm1s-table"])
 def test_forward_drops_invalid_pairs_and_counts_them(name, with_map, kernel_cls):
     cfg, sch, raw, x, routing = _problem(name, ep=2 if with_map else 1)
     ids = routing.topk_ids.clone()

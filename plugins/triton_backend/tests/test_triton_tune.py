@@ -178,8 +178,10 @@ def test_values_dequantizes_groups_of_columns():
     assert torch.equal(tune.values((codes, None)), codes) and torch.equal(tune.values(codes), codes)
 
 
-def test_gemm2_candidates_with_another_block_m_than_gemm1_pay_for_their_own_table(monkeypatch):
-    """A forward builds a second block table when GEMM2's BLOCK_M differs from GEMM1's: the tuner times it."""
+@pytest.mark.parametrize("gemm1_rows", [16, 32])
+def test_gemm2_candidates_that_cannot_read_gemm1s_table_pay_for_their_own(monkeypatch, gemm1_rows):
+    """A forward builds a second block table when GEMM2's BLOCK_M does not divide GEMM1's: the tuner times it. A GEMM2
+    whose BLOCK_M divides GEMM1's reads GEMM1's table, as a forward does (TritonKernel.shares_table)."""
     monkeypatch.setattr(tune, "_TILES", [(64, 128, 4, 4)])
     monkeypatch.setattr(TritonKernel, "pair_table_max_pairs", 0)  # block tables at every size (PairTables are not built)
     built = []
@@ -191,13 +193,17 @@ def test_gemm2_candidates_with_another_block_m_than_gemm1_pay_for_their_own_tabl
         before = len(built)
         run()
         timed.append((run.args[0], built[before:]))
-        return 1e-6 * len(timed)  # the first candidate of each GEMM stays the fastest
+        faster = 1 if gemm1_rows == 16 else -1  # 16: the first candidate (16 rows) stays the fastest; 32: the last
+        return 1e-3 + faster * 1e-6 * len(timed)
 
     best = tune_case("tiny", "unquantized", tokens=64, device=DEVICE, timer=timer)  # 16 rows per expert: 16- and 32-row tiles
+    assert best[1].BLOCK_M == gemm1_rows
     gemm1, gemm2 = timed[: len(timed) // 2], timed[len(timed) // 2:]
     assert {g.config.BLOCK_M for g, _ in gemm2} == {16, 32}
     for g, tables in gemm2:
-        assert tables == ([] if g.config.BLOCK_M == best[1].BLOCK_M else [g.config.BLOCK_M]), (g.config, tables)
+        shares = gemm1_rows % g.config.BLOCK_M == 0
+        assert g.table_m == (gemm1_rows if shares else g.config.BLOCK_M)
+        assert tables == ([] if shares else [g.config.BLOCK_M]), (g.config, tables)
     assert all(tables == [] for _, tables in gemm1)  # GEMM1's table is built in every forward: not part of its step
 
 
