@@ -14,12 +14,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from moe_core.numerics import relative_error
-from moe_core.presets import model, random_inputs, random_layer
-from moe_core.quant import scheme
-from moe_core_triton.kernel import TritonKernel
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from gemm2_tiles import tile, with_gemm2  # noqa: E402
+from gemm2_tiles import layer_case, tile, with_gemm2  # noqa: E402
 
 VARIANTS = {
     "deepseek-v3:fp8-block:16384": [tile(128, 128, 8, 4), tile(64, 128, 4, 4), tile(128, 128, 8, 4, tma=False)],
@@ -42,11 +39,7 @@ def gemm_times(kernel, x, weights, routing) -> list[tuple[float, float]]:
 def main(argv):
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     for case in argv or list(VARIANTS):
-        preset, name, tokens = case.split(":")
-        tokens = int(tokens)
-        cfg, sch = model(preset).config(), scheme(name)
-        weights = TritonKernel(cfg, sch.weight_key, sch.activation_key).prepare_weights(random_layer(cfg, sch, device="cuda", seed=0))
-        x, routing = random_inputs(cfg, tokens, device="cuda", seed=tokens)
+        cfg, sch, tokens, weights, x, routing = layer_case(case)
         kernels = [with_gemm2(lc)(cfg, sch.weight_key, sch.activation_key) for lc in [None] + VARIANTS[case]]
         outs = [k.apply(x, weights, routing) for k in kernels]
         samples = [[] for _ in kernels]

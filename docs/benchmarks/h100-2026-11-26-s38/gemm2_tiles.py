@@ -9,7 +9,6 @@ alternating rounds; each output is compared with the data file's.
     python gemm2_tiles.py [case ...]     # case: preset:scheme:tokens
 """
 import sys
-from dataclasses import replace
 
 import torch
 
@@ -51,14 +50,20 @@ def with_gemm2(lc: LaunchConfig | None) -> type[TritonKernel]:
     return Gemm2
 
 
+def layer_case(case: str):
+    """(config, scheme, tokens, prepared weights, hidden states, routing) of ``case``, ``preset:scheme:tokens``."""
+    preset, name, tokens = case.split(":")
+    tokens = int(tokens)
+    cfg, sch = model(preset).config(), scheme(name)
+    weights = TritonKernel(cfg, sch.weight_key, sch.activation_key).prepare_weights(random_layer(cfg, sch, device="cuda", seed=0))
+    x, routing = random_inputs(cfg, tokens, device="cuda", seed=tokens)
+    return cfg, sch, tokens, weights, x, routing
+
+
 def main(argv):
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     for case in argv or list(CASES):
-        preset, name, tokens = case.split(":")
-        tokens = int(tokens)
-        cfg, sch = model(preset).config(), scheme(name)
-        weights = TritonKernel(cfg, sch.weight_key, sch.activation_key).prepare_weights(random_layer(cfg, sch, device="cuda", seed=0))
-        x, routing = random_inputs(cfg, tokens, device="cuda", seed=tokens)
+        cfg, sch, tokens, weights, x, routing = layer_case(case)
         variants = [None] + CASES[case]
         runs, outs, times, label = {}, {}, {i: [] for i in range(len(variants))}, {}
         for i, lc in enumerate(variants):

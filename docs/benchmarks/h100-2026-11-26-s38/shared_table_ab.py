@@ -14,12 +14,10 @@ from torch.profiler import ProfilerActivity, profile
 
 from moe_core.bench.timing import cold_l2_seconds
 from moe_core.numerics import relative_error
-from moe_core.presets import model, random_inputs, random_layer
-from moe_core.quant import scheme
 from moe_core_triton.kernel import TritonKernel
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from gemm2_tiles import graph_of  # noqa: E402
+from gemm2_tiles import graph_of, layer_case  # noqa: E402
 
 OwnTables = type("OwnTables", (TritonKernel,), {"shares_table": staticmethod(lambda *args: False)})
 
@@ -42,11 +40,7 @@ def kernel_times(kernel, x, weights, routing, forwards=3) -> dict[str, float]:
 def main(argv):
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     for case in argv or ["qwen3-30b-a3b:fp8-block:4096", "deepseek-v3:fp8-block:4096", "deepseek-v3:fp8-block:16384"]:
-        preset, name, tokens = case.split(":")
-        tokens = int(tokens)
-        cfg, sch = model(preset).config(), scheme(name)
-        weights = TritonKernel(cfg, sch.weight_key, sch.activation_key).prepare_weights(random_layer(cfg, sch, device="cuda", seed=0))
-        x, routing = random_inputs(cfg, tokens, device="cuda", seed=tokens)
+        cfg, sch, tokens, weights, x, routing = layer_case(case)
         kernels = {"shared": TritonKernel(cfg, sch.weight_key, sch.activation_key), "own": OwnTables(cfg, sch.weight_key, sch.activation_key)}
         outs = {k: kern.apply(x, weights, routing) for k, kern in kernels.items()}
         g1, g2 = kernels["shared"]._gemm_launches(x.device, tokens * cfg.top_k, tokens, True, False, eager=False)

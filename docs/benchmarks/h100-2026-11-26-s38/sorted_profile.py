@@ -11,12 +11,14 @@ import tempfile
 
 import torch
 import triton
-from torch.profiler import ProfilerActivity, profile
 
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton.compile_check import compile_launch, recording
 from moe_core_triton.kernel import TritonKernel
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from ws_probe import profiled_forwards  # noqa: E402
 
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
 
@@ -42,13 +44,7 @@ def main(argv):
             kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
             kernel.sorted_intermediate = sort
             weights = kernel.prepare_weights(raw)
-            for _ in range(3):
-                kernel.apply(x, weights, routing)
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(5):
-                    kernel.apply(x, weights, routing)
-                torch.cuda.synchronize()
+            prof = profiled_forwards(kernel, x, weights, routing)
             events = [e for e in prof.events() if e.device_time_total > 0]
             per = len(events) // 5
             print(f"{preset} {name} T={tokens} {'sorted' if sort else 'by pair'}: " + ", ".join(

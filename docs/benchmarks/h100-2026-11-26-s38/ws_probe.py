@@ -195,9 +195,21 @@ def scaled_mm_ceiling(m: int, n: int, k: int) -> None:
     print(f"  torch._scaled_mm {m}x{n}x{k} (per-tensor scales): {t * 1e6:8.1f} us  {2.0 * m * n * k / t / 1e12:6.0f} TFLOP/s")
 
 
-def plugin_profile(preset: str, tokens: int, schemes: list[str]) -> None:
+def profiled_forwards(kernel, x, weights, routing, forwards: int = 5):
+    """torch.profiler's record of ``forwards`` forwards of ``kernel``, after three unrecorded ones."""
     from torch.profiler import ProfilerActivity, profile
 
+    for _ in range(3):
+        kernel.apply(x, weights, routing)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(forwards):
+            kernel.apply(x, weights, routing)
+        torch.cuda.synchronize()
+    return prof
+
+
+def plugin_profile(preset: str, tokens: int, schemes: list[str]) -> None:
     from moe_core.presets import model, random_inputs, random_layer
     from moe_core.quant import scheme
     from moe_core_triton.kernel import TritonKernel
@@ -207,13 +219,7 @@ def plugin_profile(preset: str, tokens: int, schemes: list[str]) -> None:
         kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
         weights = kernel.prepare_weights(random_layer(cfg, sch, device=DEVICE))
         x, routing = random_inputs(cfg, tokens, device=DEVICE, seed=tokens)
-        for _ in range(3):
-            kernel.apply(x, weights, routing)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
-                kernel.apply(x, weights, routing)
-            torch.cuda.synchronize()
+        prof = profiled_forwards(kernel, x, weights, routing)
         events = [e for e in prof.events() if e.device_time_total > 0 and e.device_type.name == "CUDA"]
         per = len(events) // 5
         if not per:
