@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import sys
@@ -97,6 +96,12 @@ def with_launch_fields(kernel_cls: type[TritonKernel], only_gemm: int | None = N
     return Overridden
 
 
+def with_fused(kernel_cls: type[TritonKernel], fc: FusedConfig) -> type[TritonKernel]:
+    """``kernel_cls`` running the one-launch layer with ``fc`` in every forward that can take it
+    (``TritonKernel.fused_override``), whatever the data file says."""
+    return type(f"{kernel_cls.__name__}[fused]", (kernel_cls,), {"fused_override": fc})
+
+
 #: The one-launch layer's config --fused checks besides the data files' own: COLS below BLOCK_N and steps that do not
 #: divide the test layer's sizes, so every masked path is compiled.
 MASKED_FUSED = FusedConfig(BLOCK_M=16, BLOCK_N=32, COLS=24, BLOCK_K=64, BLOCK_H=64, num_warps=4, num_stages=3)
@@ -105,10 +110,7 @@ MASKED_FUSED = FusedConfig(BLOCK_M=16, BLOCK_N=32, COLS=24, BLOCK_K=64, BLOCK_H=
 def fused_configs() -> list[FusedConfig]:
     """:data:`MASKED_FUSED` and every distinct config the tuned data files name under ``gemm=fused`` keys: a forward
     can launch any of them (:func:`moe_core_triton.configs.choose_fused`)."""
-    named = {FusedConfig(**entry) for path in sorted(configs.CONFIG_DIR.glob("*.json"))
-             for key, table in json.loads(path.read_text()).items() if key.endswith(",gemm=fused")
-             for entry in table.values() if entry is not None}
-    return [MASKED_FUSED, *sorted(named - {MASKED_FUSED}, key=repr)]
+    return [MASKED_FUSED, *sorted(configs.every_fused_config() - {MASKED_FUSED}, key=repr)]
 
 
 def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype, sizes: tuple[int, int] | None = None,
@@ -124,7 +126,7 @@ def launches_of(scheme_name: str, tokens: int, batched: bool, dtype: torch.dtype
     if fields:
         kernel_cls = with_launch_fields(kernel_cls, **fields)
     if fused is not None:
-        kernel_cls = type(f"{kernel_cls.__name__}[fused]", (kernel_cls,), {"fused_override": fused})
+        kernel_cls = with_fused(kernel_cls, fused)
     kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
     weights = kernel.prepare_weights(random_layer(cfg, sch, device="cpu"))
     x, routing = random_inputs(cfg, tokens, device="cpu")

@@ -138,6 +138,14 @@ def choose(device_name: str, key: str, tokens: int, fallback: LaunchConfig) -> L
     return LaunchConfig(**table[str(pick)])
 
 
+def every_fused_config() -> set[FusedConfig]:
+    """Every distinct one-launch config that any device's data file names (``gemm=fused`` keys), for checks that must
+    cover whatever a forward on some GPU can launch."""
+    return {FusedConfig(**entry) for path in sorted(CONFIG_DIR.glob("*.json"))
+            for key, table in json.loads(path.read_text()).items() if key.endswith(",gemm=fused")
+            for entry in table.values() if entry is not None}
+
+
 def choose_fused(device_name: str, key: str, tokens: int) -> FusedConfig | None:
     """The one-launch layer's config for (device, layer shape ``key`` with ``gemm=fused``, tokens): the entry at the
     nearest tuned count at or above ``tokens``. None, the two GEMMs, where that entry is null (they measured faster)

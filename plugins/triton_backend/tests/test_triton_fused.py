@@ -18,6 +18,7 @@ from moe_core.testing import conformance
 from moe_core.testing.robustness import reported_count
 from moe_core_triton import configs
 from moe_core_triton.blocks import FUSED_SUMS, stream_words
+from moe_core_triton.compile_check import with_fused
 from moe_core_triton.configs import FusedConfig
 from moe_core_triton.fused import fused_layer_kernel
 from moe_core_triton.kernel import TritonKernel
@@ -33,7 +34,7 @@ EVEN = FusedConfig(BLOCK_M=16, BLOCK_N=32, COLS=32, BLOCK_K=64, BLOCK_H=64, num_
 
 
 def fused(fc: FusedConfig) -> type[TritonKernel]:
-    return type("FusedTritonKernel", (TritonKernel,), {"fused_override": fc})
+    return with_fused(TritonKernel, fc)
 
 
 def forward_and_launches(kernel: TritonKernel, x, weights, routing, expert_map=None):
