@@ -538,17 +538,18 @@ class TritonKernel(MoEKernel):
             g1 = self.gemm_launch(lc1, 1, weighted, batched, pairs, has_map, quantize_input=inside)
             found = self._plans[key] = (g1, self.gemm_launch(lc2, 2, weighted, batched, pairs, has_map,
                                                              quantize_input=inside and not g1.quantizes_output,
-                                                             table_m=lc1.BLOCK_M if self.shares_table(lc1, lc2, batched) else None))
+                                                             table_m=lc1.BLOCK_M if self.shares_table(lc1, lc2, batched, pairs) else None))
         return found
 
     @staticmethod
-    def shares_table(gemm1: configs.LaunchConfig, gemm2: configs.LaunchConfig, batched: bool) -> bool:
+    def shares_table(gemm1: configs.LaunchConfig, gemm2: configs.LaunchConfig, batched: bool, pairs: int | None) -> bool:
         """Whether GEMM2, launched with ``gemm2``, reads the block table GEMM1 reads (launched with ``gemm1``) rather
-        than one built for its own BLOCK_M: in the standard format, where GEMM2's BLOCK_M divides GEMM1's (gemm.py,
+        than one built for its own BLOCK_M: in standard-format forwards of a block table (``pairs`` None: a
+        :class:`PairTable` has no blocks to share), where GEMM2's BLOCK_M divides GEMM1's (gemm.py,
         ``TABLE_M``). A forward then builds one table; GEMM2's blocks are padded as GEMM1's, and those of padding
         only exit at once (on the H100, 12 µs of a 630 µs Qwen3-30B-A3B fp8-block layer at 4096 tokens was the
         second table)."""
-        return not batched and gemm1.BLOCK_M % gemm2.BLOCK_M == 0
+        return not batched and pairs is None and gemm1.BLOCK_M % gemm2.BLOCK_M == 0
 
     def pair_table_pairs(self, rows: int, batched: bool) -> int | None:
         """``rows`` when a forward of that many pairs uses a :class:`PairTable`, else None (a block table)."""
@@ -563,9 +564,10 @@ class TritonKernel(MoEKernel):
         ``table_m``: the BLOCK_M of the block table it reads, a multiple of ``lc.BLOCK_M`` (:meth:`shares_table`;
         None: a table of its own)."""
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
-        table_m = lc.BLOCK_M if table_m is None or pairs is not None else table_m  # a PairTable has no blocks to share
-        if table_m % lc.BLOCK_M:
-            raise ValueError(f"GEMM{gemm} with BLOCK_M {lc.BLOCK_M} cannot read a block table of {table_m}-row blocks")
+        table_m = table_m or lc.BLOCK_M
+        if table_m % lc.BLOCK_M or (pairs is not None and table_m != lc.BLOCK_M):
+            raise ValueError(f"GEMM{gemm} with BLOCK_M {lc.BLOCK_M} cannot read a "
+                             f"{'PairTable' if pairs is not None else 'block table'} of {table_m}-row blocks")
         routes = dict(self._pair_table_constexprs(lc, pairs, has_map, guard=gemm == 1, sums=gemm == 2 and not self._atomic(lc, batched)),
                       TABLE_M=table_m)
         quant_in = self._input_quantization(lc) if quantize_input else 0

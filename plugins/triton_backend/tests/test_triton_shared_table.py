@@ -54,6 +54,8 @@ def test_forwards_without_a_standard_block_table_read_their_own_rows():
     kernel = BLOCK_TABLES(MoEConfig(4, 2, 64, 48, dtype=DTYPE), None, None)
     with pytest.raises(ValueError, match="BLOCK_M 32 cannot read a block table of 16-row blocks"):
         kernel.gemm_launch(LaunchConfig(32, 64, 64, 8, 4, 3), 2, weighted=True, batched=False, table_m=16)
+    with pytest.raises(ValueError, match="BLOCK_M 16 cannot read a PairTable of 32-row blocks"):
+        kernel.gemm_launch(LaunchConfig(16, 64, 64, 1, 4, 3), 2, weighted=True, batched=False, pairs=6, table_m=32)
 
 
 SCHEMES = ["unquantized", "fp8-block", "fp8-channel", "fp8-tensor-dyn", "int8", "w4a16-zp", "mxfp4"]
