@@ -43,8 +43,9 @@ codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, ea
 the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is). Value = (code -
 zero) * scale with the zero implicit 8 (``W_ZERO`` 1: symmetric int4) or a uint8 tensor
 shaped like the scales (``W_ZERO`` 2); one scale per ``W_GROUP_N`` rows and ``W_GROUP`` elements
-along K (the whole K: per channel), float32 (``W_SCALE`` 0), e4m3 bits (1, times a per-expert
-float32 global scale: nvfp4) or e8m0 bits (2: mxfp4). With ``SCALE_AFTER_DOT`` (decode tiles whose K step
+along K (the whole K: per channel), a float type (``W_SCALE`` 0: float32, or the activations' dtype for nvfp4's e4m3
+scales, :attr:`moe_core_triton.kernel.WeightOnly.scales_in_dtype`) or e8m0 bits (2: mxfp4); nvfp4 adds a per-expert
+float32 global scale (``W_GLOBAL``). With ``SCALE_AFTER_DOT`` (decode tiles whose K step
 lies in one scale group) the scales multiply each step's tile product instead of the weights; else, with ``SCALE_16``
 (:meth:`moe_core_triton.kernel.WeightOnly.scales_in`), the weights are made exact 16-bit values and scaled in the
 activations' dtype, not in float32. ``W_PERMUTED``: the codes are stored in the K order of the MMA's register fragments
@@ -130,11 +131,9 @@ def e4m3_value(bits):
 
 @triton.jit
 def scale_values(raw, W_SCALE: tl.constexpr):
-    """Scales as float32: stored float32 (0), e4m3 bits (1) or e8m0 bits (2) in uint8."""
+    """Scales as float32: stored as a float type (0) or as e8m0 bits in uint8 (2)."""
     if W_SCALE == 0:
         return raw.to(tl.float32)
-    if W_SCALE == 1:
-        return e4m3_value(raw.to(tl.int32))
     return tl.exp2((raw.to(tl.int32) - 127).to(tl.float32))
 
 
@@ -195,37 +194,40 @@ INT4_BF16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x43004300"))
 INT4_FP16_PTX = tl.constexpr(_INT4_PTX.format(bias="0x64006400"))
 
 
-#: PTX turning four bytes of packed e2m1 codes ($4) into their exact 16-bit float values, in the order of
-#: :data:`INT4_BF16_PTX`'s outputs (low nibbles of bytes 0, 1 in $0 and of bytes 2, 3 in $1; high nibbles in $2, $3).
-#: Byte permutes look the magnitudes up: the 3 magnitude bits of four codes (one 16-bit half of $4) select bytes from an
-#: 8-byte table of the high bytes of the values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and from one of their low bytes, and a third
-#: permute pairs them; each code's sign bit is moved to its value's bit 15 by a permute of the input (shifted 4 bits for
-#: low nibbles) and ORed in by a lop3. 20 instructions for 8 values.
+#: PTX turning packed e2m1 codes, each byte twice ($4: bytes j, j, j + 1, j + 1; $5: bytes j + 2, j + 2, j + 3, j + 3;
+#: element 2j in the low nibble of byte j), into their exact 16-bit float values in K order, a byte's two values in one
+#: register ($0: byte j's low and high nibble, ... $3: byte j + 3's), as the MMA takes them. A byte permute gathers the
+#: four distinct bytes. Byte permutes look the magnitudes up: the 3 magnitude bits of four codes (two bytes) select
+#: bytes from an 8-byte table of the high bytes of the values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and from one of their low
+#: bytes, and a third permute pairs a byte's two values. Each code's sign bit is moved to its value's bit 15 by a
+#: permute of the bytes and of the bytes shifted 4 bits (an even value's sign is bit 3 of its byte, an odd value's
+#: bit 7) and ORed in by a lop3. 21 instructions for 8 values.
 _E2M1_PTX = """{{
-.reg .b32 th0, th1, tl0, tl1, sel, h, l, x4, sg;
+.reg .b32 th0, th1, tl0, tl1, b, sel, h, l, x4, sg;
 mov.b32 th0, {th0};
 mov.b32 th1, {th1};
 mov.b32 tl0, {tl0};
 mov.b32 tl1, {tl1};
-and.b32 sel, $4, 0x7777;
+prmt.b32 b, $4, $5, 0x6420;
+and.b32 sel, b, 0x7777;
 prmt.b32 h, th0, th1, sel;
 prmt.b32 l, tl0, tl1, sel;
-prmt.b32 $0, l, h, 0x6240;
-prmt.b32 $2, l, h, 0x7351;
-shr.u32 sel, $4, 16;
+prmt.b32 $0, l, h, 0x5140;
+prmt.b32 $1, l, h, 0x7362;
+shr.u32 sel, b, 16;
 and.b32 sel, sel, 0x7777;
 prmt.b32 h, th0, th1, sel;
 prmt.b32 l, tl0, tl1, sel;
-prmt.b32 $1, l, h, 0x6240;
-prmt.b32 $3, l, h, 0x7351;
-shl.b32 x4, $4, 4;
-prmt.b32 sg, x4, 0, 0x1000;
+prmt.b32 $2, l, h, 0x5140;
+prmt.b32 $3, l, h, 0x7362;
+shl.b32 x4, b, 4;
+prmt.b32 sg, x4, b, 0x4000;
 lop3.b32 $0, $0, sg, 0x80008000, 0xf8;
-prmt.b32 sg, $4, 0, 0x1000;
-lop3.b32 $2, $2, sg, 0x80008000, 0xf8;
-prmt.b32 sg, x4, 0, 0x3222;
+prmt.b32 sg, x4, b, 0x5111;
 lop3.b32 $1, $1, sg, 0x80008000, 0xf8;
-prmt.b32 sg, $4, 0, 0x3222;
+prmt.b32 sg, x4, b, 0x6222;
+lop3.b32 $2, $2, sg, 0x80008000, 0xf8;
+prmt.b32 sg, x4, b, 0x7333;
 lop3.b32 $3, $3, sg, 0x80008000, 0xf8;
 }}"""
 #: bfloat16 0, 0.5, 1, 1.5, 2, 3, 4, 6: high bytes 00 3F 3F 3F 40 40 40 40, low bytes 00 00 80 C0 00 40 80 C0.
@@ -321,9 +323,18 @@ def biased_int4(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
 def e2m1_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     """Packed e2m1 codes [BLOCK_N, BYTES] (uint8; element 2j in the low nibble of byte j) as their exact ``dtype`` values
     (bfloat16 or float16), [BLOCK_N, 2 BYTES]: with ``W_PTX`` by table lookup (:data:`E2M1_BF16_PTX` /
-    :data:`E2M1_FP16_PTX`), else through float16 bits and float32."""
+    :data:`E2M1_FP16_PTX`), else through float16 bits and float32. The PTX takes the bytes interleaved with themselves
+    (one element per value), so each register it gives is a pair of K-consecutive values of one row, which the MMA's
+    register operand takes as it is; values of low and high nibbles made apart and interleaved afterwards cost two byte
+    permutes per four values to pair (H100: fp4 layers 1 to 8% faster, docs/benchmarks/weight-only-h100.md, session
+    39). int4 codes keep that interleave (:func:`biased_int4`): for them the duplicated bytes measured slower at 4096
+    tokens."""
     if W_PTX:
-        values = nibble_values_by_ptx(raw, dtype, E2M1_BF16_PTX, E2M1_FP16_PTX)
+        twice = tl.interleave(raw, raw)  # one element per value: the PTX gives each its own
+        if dtype == tl.bfloat16:
+            values = tl.inline_asm_elementwise(E2M1_BF16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.bfloat16, is_pure=True, pack=8)
+        else:
+            values = tl.inline_asm_elementwise(E2M1_FP16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.float16, is_pure=True, pack=8)
     else:
         values = (e2m1_times_2_pow_minus_14(unpacked_codes(raw)).to(tl.float32) * 16384.0).to(dtype)
     return values

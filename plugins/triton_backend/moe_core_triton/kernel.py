@@ -166,21 +166,32 @@ class WeightOnly:
         int4 codes, e4m3 codes, and e2m1 codes made exact 16-bit values."""
         return (self.packed and self.codes == 0) or self.codes_for(dtype) in (2, 3)
 
+    @property
+    def scales_in_dtype(self) -> bool:
+        """Whether ``prepare_weights`` stores the scales in the activations' 16-bit dtype: nvfp4's e4m3 scales, which
+        both 16-bit types hold exactly (3 mantissa bits, exponents 2^-9 to 2^8). The GEMM then loads them ready to
+        multiply instead of decoding their bits in every K step (each thread's values of a tile span a scale group
+        every 16 values along K), for one more byte per 16 weights (0.5625 to 0.625 bytes a weight)."""
+        return self.scale == 1
+
+    @property
+    def stored_scale(self) -> int:
+        """``W_SCALE``: the scales as ``prepare_weights`` stores them, 0 a float type (float32, or the activations'
+        dtype: :attr:`scales_in_dtype`), 2 e8m0 bits (mxfp4)."""
+        return 0 if self.scales_in_dtype else self.scale
+
     def permutes(self, k: int) -> bool:
         """Whether codes of reduction size ``k`` are stored in fragment order (:mod:`moe_core_triton.k_order`): int4,
-        8-bit integer, e4m3 and mxfp4's e2m1 codes, where K is whole chunks and a chunk never splits a scale group
+        8-bit integer, e4m3 and e2m1 codes, where K is whole chunks and a chunk never splits a scale group
         unevenly (groups of 64 values or a divisor or multiple of 64, or one group along K).
 
         The order pays where a tile feeds the weights to the MMA as its register operand (SWAP_AB on Hopper): every
         full tile search on permuted codes on the H100 picked such tiles, and at 4096 tokens int4 got 21 to 44% faster
         than on K order, fp8 20 to 30%, 8-bit integers 21 to 47% (with bfloat16 scaling), mxfp4 9 to 10%, at 1 to 64
         tokens -6 to +30% (docs/benchmarks/weight-only-h100.md). Tiles that do not (BLOCK_M 16 decode tiles on
-        Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15 to 55% slower on permuted ones. Kept in
-        K order: nvfp4 (e4m3 scales over groups of 16), whose best decode tiles on permuted codes measured 2 to 10%
-        slower at 1 to 64 tokens (12 to 37% faster at 4096)."""
+        Ampere-style MMA) load K-ordered codes with ldmatrix, and measured 15 to 55% slower on permuted ones."""
         group = self.group_for(k)
-        nvfp4 = self.scale == 1
-        return not nvfp4 and whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
+        return whole_chunks(k) and (group >= k or group % K_CHUNK == 0 or K_CHUNK % group == 0)
 
     def block_k(self, wanted: int, k: int) -> int:
         """BLOCK_K for a GEMM of reduction size ``k``: a tile never straddles two scale groups unevenly, and codes stored
@@ -283,19 +294,20 @@ class TritonKernel(MoEKernel):
         """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32.
 
         Weight-only schemes keep their canonical layout (docs/quantization.md), read by the GEMM
-        as it is: codes, zero points, and e4m3 / e8m0 scales as their bytes (uint8), decoded in
-        registers; only the per-expert global scale of nvfp4 is flattened to float32 [E], the uint8
+        as it is: codes, zero points, and e8m0 scales as their bytes (uint8), decoded in registers;
+        only the per-expert global scale of nvfp4 is flattened to float32 [E], nvfp4's e4m3 scales are
+        stored in the activations' dtype (exactly, :attr:`WeightOnly.scales_in_dtype`), the uint8
         codes and zero points of 8-bit integers (w8a16-zp) are stored as int8 less 128
-        (:func:`signed_bytes`), and the codes :meth:`WeightOnly.permutes` names (all but nvfp4's, K
-        whole chunks of 64) are stored in the K order of the MMA's register fragments
-        (:mod:`moe_core_triton.k_order`). Weights this method prepared are refused: their codes would be
-        permuted twice.
+        (:func:`signed_bytes`), and the codes :meth:`WeightOnly.permutes` names (K whole chunks of 64)
+        are stored in the K order of the MMA's register fragments (:mod:`moe_core_triton.k_order`).
+        Weights this method prepared are refused: their codes would be permuted twice.
         """
         if weights.prepared_by is not None:
             raise KernelInputError("weights", f"were already prepared by {weights.prepared_by!r}: pass the canonical weights")
         weights = super().prepare_weights(weights)
         fix = {}
-        packed_scales = self.weight_only is not None and self.weight_only.scale != 0
+        packed_scales = self.weight_only is not None and self.weight_only.stored_scale != 0
+        dtype_scales = self.weight_only is not None and self.weight_only.scales_in_dtype
         float_bits = self.weight_only is not None and self.weight_only.codes == 2  # fp8 codes read as their bytes
         unsigned_bytes = self.weight_only is not None and self.weight_only.eight_bit_ints and self.weight_only.zero == 2
         for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale", "w13_zero", "w2_zero"):
@@ -313,6 +325,8 @@ class TritonKernel(MoEKernel):
                 fix[name] = t.contiguous()
             elif packed_scales and name in ("w13_scale", "w2_scale"):
                 fix[name] = t.contiguous().view(torch.uint8)
+            elif dtype_scales and name in ("w13_scale", "w2_scale"):
+                fix[name] = t.to(self.config.dtype).contiguous()
             else:
                 fix[name] = t.float().contiguous()
         for name in ("w13_global_scale", "w2_global_scale"):
@@ -626,7 +640,7 @@ class TritonKernel(MoEKernel):
             GROUP_N=BLOCK_SCALE_GROUP, GROUP_K=BLOCK_SCALE_GROUP, ONE_B_SCALE=self._one_weight_scale_per_tile(lc, gated),
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes_for(self.config.dtype), W_ZERO=wo.zero,
-            W_SCALE=wo.scale,
+            W_SCALE=wo.stored_scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, group), SCALE_16=wo.scales_in(self.config.dtype),
             W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=self.codes_permuted(k),

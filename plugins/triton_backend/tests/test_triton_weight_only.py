@@ -124,20 +124,23 @@ def test_the_dequantization_each_scheme_declares():
     # Codes stored in fragment order (K whole chunks of 64, groups whole in a chunk or chunks whole in a group) are read
     # in whole chunks: BLOCK_K at least 64.
     assert [wo["w4a16"].permutes(k) for k in (7168, 768, 200, 96)] == [True, True, False, False]
-    assert [name for name in WEIGHT_ONLY_SCHEMES if not wo[name].permutes(2048)] == ["nvfp4-w4a16"]
+    assert all(wo[name].permutes(2048) for name in WEIGHT_ONLY_SCHEMES)
     assert wo["mxfp4"].permutes(2880) and wo["fp8-block-w8a16"].block_k(16, 768) == 64  # gpt-oss: 45 chunks
     assert not WeightOnly(True, 0, 1, 0, False, 48).permutes(7168) and WeightOnly(True, 0, 1, 0, False, 32).permutes(7168)
     assert wo["w4a16"].block_k(32, 7168) == 64 and wo["mxfp4"].block_k(16, 2880) == 64 and wo["w4a16"].block_k(32, 200) == 32
-    assert wo["nvfp4-w4a16"].block_k(16, 2880) == 16  # K order: any power of two dividing its groups
+    assert wo["nvfp4-w4a16"].block_k(16, 2880) == 64 and wo["nvfp4-w4a16"].block_k(16, 200) == 16  # K order: any power of two dividing its groups
+    # nvfp4's e4m3 scales are stored in the activations' dtype (exact there), every other scheme's as they come.
+    assert [name for name in WEIGHT_ONLY_SCHEMES if wo[name].scales_in_dtype] == ["nvfp4-w4a16"]
+    assert wo["nvfp4-w4a16"].stored_scale == 0 and wo["mxfp4"].stored_scale == 2 and wo["w4a16"].stored_scale == 0
     assert WeightOnly(True, 0, 1, 0, False, 192).block_k(128, 7168) == 64
 
 
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
-    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4, 8-bit integer, e4m3 and mxfp4 codes in
+    """Layers whose K are whole chunks of 64 (256 and 192 here) store int4, 8-bit integer, e4m3 and e2m1 codes in
     fragment order (k_order) and every GEMM reads them back in K order (W_PERMUTED): decode and prefill tiles, swapped
-    or not, match the reference; odd sizes and nvfp4 keep K order (and match it too)."""
+    or not, match the reference; odd sizes keep K order (and match it too)."""
     from moe_core_triton.compile_check import launches_of
 
     cfg = MoEConfig(8, 2, 256, 192, dtype=DTYPES[-1])
@@ -146,7 +149,7 @@ def test_codes_stored_in_fragment_order_match_the_reference(name, block_m):
         kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
         assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype, (256, 192))
-            if launch.name == "moe_gemm_kernel"} == {name != "nvfp4-w4a16"}
+            if launch.name == "moe_gemm_kernel"} == {True}
     assert {dict(launch.options)["W_PERMUTED"] for launch in launches_of(name, 2, False, cfg.dtype) if launch.name == "moe_gemm_kernel"} == {False}
 
 
