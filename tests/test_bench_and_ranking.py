@@ -97,8 +97,9 @@ def test_wrong_backend_is_marked_failed_and_never_timed(reg):
     assert all(r.status == "ok" and r.time_s > 0 and r.rel_err < 1e-5 for r in ok)
     assert {r.kind for r in res.rows if r.backend == "reference"} == {"peer"}
     assert all(r.mode == "eager" and r.eager_time_s == r.time_s and r.graph_b2b_time_s is None for r in ok)  # no graphs on a CPU
+    assert all(r.idle_time_s is None and r.graph_idle_time_s is None for r in res.rows)  # no GPU record on a CPU
     table = harness.format_table([res])
-    assert "failed" in table and "graph b2b" in table.splitlines()[1]
+    assert "failed" in table and "graph b2b" in table.splitlines()[1] and "idle e / g" in table.splitlines()[1]
 
 
 def test_ranking_orders_the_fake_pair_and_changes_the_choice(reg, tmp_path):
@@ -323,3 +324,41 @@ def test_the_l2_is_emptied_by_reading_so_no_run_writes_back_another_s_lines():
     assert flush.numel() * 4 == timing.FLUSH_BYTES >= 4 * torch.cuda.get_device_properties(0).L2_cache_size
     assert bool((flush == 1).all())  # read, not written
     assert 0 < seconds < 1e-3 and len(calls) >= 10 and float(x[0]) == 1 + len(calls)
+
+
+def test_idle_per_call_is_the_span_less_the_busy_time_over_the_calls():
+    """timing.idle_per_call: gaps between GPU activities count, the activities themselves do not, overlapping ones
+    count once, and the order they are given in does not matter."""
+    from moe_core.bench.timing import idle_per_call
+
+    back_to_back = [(0.0, 5.0), (5.0, 3.0), (8.0, 2.0)]
+    assert idle_per_call(back_to_back, 2) == 0.0
+    gaps = [(10.0, 2.0), (0.0, 4.0), (5.0, 3.0)]  # idle 4..5 and 8..10, given out of order
+    assert idle_per_call(gaps, 3) == pytest.approx(1.0)
+    overlapping = [(0.0, 6.0), (2.0, 2.0), (5.0, 3.0), (9.0, 1.0)]  # busy 0..8 and 9..10
+    assert idle_per_call(overlapping, 1) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least one call"):
+        idle_per_call([], 1)
+    with pytest.raises(ValueError, match="at least one call"):
+        idle_per_call(back_to_back, 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU's record")
+def test_the_gpu_idle_of_host_bound_calls_is_their_host_work_and_graph_replays_have_almost_none():
+    x = torch.ones(1 << 20, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(20):
+            x.mul_(1.0)
+
+    def host_bound():
+        for _ in range(20):
+            end = time.perf_counter() + 50e-6
+            while time.perf_counter() < end:
+                pass
+            x.mul_(1.0)
+
+    from moe_core.bench.timing import gpu_idle_time
+
+    assert gpu_idle_time(host_bound) >= 20 * 40e-6
+    assert gpu_idle_time(graph.replay) < 20 * 10e-6

@@ -16,7 +16,7 @@ import torch
 
 from moe_core.bench.peers import GROUPED_MM, GroupedMMPipeline, grouped_mm_available
 from moe_core.bench.roofline import Ceilings, mean_work, measure_ceilings
-from moe_core.bench.timing import Timer, host_time
+from moe_core.bench.timing import Timer, gpu_idle_time, host_time
 from moe_core.batched import dispatch
 from moe_core.config import ActivationFormat, MoEConfig
 from moe_core.platform import Platform
@@ -58,6 +58,10 @@ class Row:
     #: CUDA graphs: replays back to back, in batches alternating with the eager calls' (Timer.back_to_back_pair); the
     #: eager time's counterpart in the same steady state, so eager - graph_b2b is the host work the GPU does not hide
     graph_b2b_time_s: float | None = None
+    #: CUDA: seconds per call the GPU sat idle between the activities of eager calls made back to back, and of graph
+    #: replays made back to back (timing.gpu_idle_time): the host work the GPU does not hide, read from the GPU's record
+    idle_time_s: float | None = None
+    graph_idle_time_s: float | None = None
     mode: str = ""  # "graph" (CUDA-graph replay) or "eager"
     rel_err: float | None = None
     bytes: float | None = None
@@ -173,6 +177,7 @@ def run(
             call = lambda: fn(*next(cycle))  # noqa: E731
             if device.type == "cuda":
                 row.host_time_s = host_time(call)
+                row.idle_time_s = gpu_idle_time(call)
             graphs = None
             if use_graphs and graph_safe:
                 try:
@@ -185,6 +190,7 @@ def run(
             else:
                 replays = itertools.cycle(graphs)
                 row.eager_time_s, row.graph_b2b_time_s = timer.back_to_back_pair(call, lambda: next(replays).replay())
+                row.graph_idle_time_s = gpu_idle_time(lambda: next(replays).replay())
                 row.time_s = graph_time(timer, graphs)
                 row.mode = "graph"
             row.status = "ok"
@@ -235,6 +241,14 @@ def stderr_progress(message: str) -> None:
     sys.stderr.flush()
 
 
+def _idle_cell(r: Row) -> str:
+    """The table's "idle e / g" cell: the GPU's idle time per call of eager calls / of graph replays, "-" if unmeasured."""
+    if r.idle_time_s is None:
+        return "-"
+    graph = "-" if r.graph_idle_time_s is None else f"{r.graph_idle_time_s * 1e6:.1f}"
+    return f"{r.idle_time_s * 1e6:.1f} / {graph} us"
+
+
 def format_table(results: Sequence[BenchResult]) -> str:
     """A readable table of every row, with the device, ceilings and timing method first."""
     if not results:
@@ -243,8 +257,8 @@ def format_table(results: Sequence[BenchResult]) -> str:
     c = first.ceilings
     matmul = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in c.matmul_flops_per_s.items())
     lines = [f"device: {first.device} | timing: {first.timing} | ceilings: copy {c.copy_bytes_per_s / 1e12:.2f} TB/s, {matmul}"]
-    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "graph b2b", "host", "TB/s", "TFLOP/s", "%copy", "%matmul",
-              "rel err / detail")
+    header = ("case", "backend", "tokens", "status", "time", "mode", "eager", "graph b2b", "host", "idle e / g", "TB/s", "TFLOP/s", "%copy",
+              "%matmul", "rel err / detail")
     table = [header]
     for res in results:
         for r in res.rows:
@@ -252,7 +266,7 @@ def format_table(results: Sequence[BenchResult]) -> str:
             fmt = (lambda v, p=".2f": "-" if v is None else format(v, p))
             detail = f"{r.rel_err:.2e}" if r.status == "ok" and r.rel_err is not None else r.detail
             table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status,
-                          us(r.time_s), r.mode or "-", us(r.eager_time_s), us(r.graph_b2b_time_s), us(r.host_time_s), fmt(r.tbps),
+                          us(r.time_s), r.mode or "-", us(r.eager_time_s), us(r.graph_b2b_time_s), us(r.host_time_s), _idle_cell(r), fmt(r.tbps),
                           fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
@@ -260,5 +274,6 @@ def format_table(results: Sequence[BenchResult]) -> str:
     lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager; "
                  "eager: per call, calls back to back; graph b2b: graph replays back to back, batches alternating with the "
                  "eager ones (eager - graph b2b: host work the GPU does not hide); host: time until one eager call returns, "
-                 "GPU idle before it")
+                 "GPU idle before it; idle e / g: GPU idle per call between the GPU activities of eager calls / graph "
+                 "replays back to back, from the GPU's record (the host work it does not hide, unmoved by clocks)")
     return "\n".join(lines)

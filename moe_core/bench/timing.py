@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Timer:
         return (f"graph replays: CUDA events, median per input set, mean over the sets, the L2 emptied before each by "
                 f"reading {FLUSH_BYTES >> 20} MB; "
                 f"eager: calls back to back (CUDA events), median of {BATCHES} batches; "
-                f"graph b2b: replays back to back, batches alternating with the eager ones")
+                f"graph b2b: replays back to back, batches alternating with the eager ones; "
+                f"idle: GPU idle per call of {IDLE_CALLS} calls back to back, from torch.profiler's record")
 
     def time(self, fn: Callable[[], object]) -> float:
         if self.device_type == "cuda":
@@ -46,7 +47,8 @@ class Timer:
         """Seconds per call of ``fn`` called back to back, as a model running eagerly calls a layer: each
         call is enqueued as soon as the one before returns, so a call whose host work (Python, allocations,
         launches) outlasts its GPU work is timed by its host work. On CUDA: CUDA events around batches of
-        calls about ``BATCH_MS`` long, median per call of ``BATCHES`` batches, no L2 flush between calls
+        calls about ``BATCH_MS`` long, each after an untimed lead call (:func:`_cuda_batch_seconds`), median per call of
+        ``BATCHES`` batches, no L2 flush between calls
         (``time`` flushes it before each call, which gives the host that flush's duration for free). On a
         CPU the same as :meth:`time`."""
         if self.device_type != "cuda":
@@ -96,11 +98,16 @@ def _cuda_calls_per_batch(fn: Callable[[], object]) -> int:
 
 def _cuda_batch_seconds(fn: Callable[[], object], calls: int) -> float:
     """Seconds from before the first to after the last of ``calls`` calls of ``fn`` made back to back (CUDA events),
-    the GPU idle before the first."""
+    after one untimed lead call: while the GPU runs it, the host enqueues the start event and the first timed call, as
+    in a model running eagerly, where the host works ahead of the GPU. Without it, the first call's host time (the GPU
+    idle, waiting for its first kernel) counted in every batch: for Mixtral-8x7B at 4096 tokens on the H100, 266 µs
+    over a batch of 4 calls (docs/benchmarks/triton-h100.md, session 39). A call whose host work outlasts its GPU work
+    is still timed by its host work."""
     import torch
 
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
+    fn()
     begin.record()
     for _ in range(calls):
         fn()
@@ -166,3 +173,41 @@ def host_time(fn: Callable[[], object], repeats: int = 20) -> float:
         samples.append(time.perf_counter() - start)
     torch.cuda.synchronize()
     return statistics.median(samples)
+
+
+#: Calls :func:`gpu_idle_time` records back to back.
+IDLE_CALLS = 8
+
+
+def idle_per_call(activities: Sequence[tuple[float, float]], calls: int) -> float:
+    """The GPU's idle time per call, in the units of ``activities``: (start, duration) of every GPU activity (kernels,
+    copies, fills) of ``calls`` calls made back to back, on one stream. The span from the first start to the last end,
+    less the time some activity ran, over ``calls``: time the GPU waited for work between activities, which in calls
+    made back to back is host work (Python, launches, allocations) the GPU did not hide. Overlapping activities count
+    once."""
+    if calls < 1 or not activities:
+        raise ValueError("idle_per_call needs at least one call and one GPU activity")
+    ordered = sorted(activities)
+    busy, end = 0.0, ordered[0][0]
+    for start, duration in ordered:
+        busy += max(0.0, start + duration - max(start, end))
+        end = max(end, start + duration)
+    return (end - ordered[0][0] - busy) / calls
+
+
+def gpu_idle_time(fn: Callable[[], object], calls: int = IDLE_CALLS) -> float | None:
+    """Seconds per call the GPU sat idle while ``calls`` calls of ``fn`` ran back to back (:func:`idle_per_call`), from
+    the GPU's own record of its activities (``torch.profiler``, CUDA activities). Unlike eager minus graph time, it does
+    not move with the clocks, which change a multi-millisecond layer's kernels by more than its host work. None where
+    the profiler recorded no GPU activity (no CUPTI)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    gpu = [(e.start_ns() * 1e-9, e.duration_ns() * 1e-9) for e in prof.profiler.kineto_results.events()
+           if e.device_type() == torch.autograd.DeviceType.CUDA]
+    return idle_per_call(gpu, calls) if gpu else None
