@@ -291,7 +291,7 @@ class TritonKernel(MoEKernel):
         self._gated_rows = Launcher(gated_rows_kernel, num_warps=4, ACT=self._act, CLAMP=self._clamp, BLOCK_N=GATED_BLOCK_N)
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
-        """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32.
+        """Validate, put w13 in gate/up order, make every tensor contiguous and scales float32 (weight-only: below).
 
         Weight-only schemes keep their canonical layout (docs/quantization.md), read by the GEMM
         as it is: codes, zero points, and e8m0 scales as their bytes (uint8), decoded in registers;
