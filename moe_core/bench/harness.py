@@ -56,7 +56,8 @@ class Row:
     eager_time_s: float | None = None
     host_time_s: float | None = None  # CUDA: time until one eager call returns with the GPU idle before it
     #: CUDA graphs: replays back to back, in batches alternating with the eager calls' (Timer.back_to_back_pair); the
-    #: eager time's counterpart in the same steady state, so eager - graph_b2b is the host work the GPU does not hide
+    #: eager time's counterpart in the same steady state. eager - graph_b2b is the host work the GPU does not hide plus
+    #: whatever the clocks change in the kernels between batches (hundreds of µs for multi-ms layers: see idle_time_s)
     graph_b2b_time_s: float | None = None
     #: CUDA: seconds per call the GPU sat idle between the activities of eager calls made back to back, and of graph
     #: replays made back to back (timing.gpu_idle_time): the host work the GPU does not hide, read from the GPU's record
@@ -273,7 +274,7 @@ def format_table(results: Sequence[BenchResult]) -> str:
         lines.append("  ".join(row[i].ljust(widths[i]) for i in range(len(widths))) + "  " + row[-1])
     lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager; "
                  "eager: per call, calls back to back; graph b2b: graph replays back to back, batches alternating with the "
-                 "eager ones (eager - graph b2b: host work the GPU does not hide); host: time until one eager call returns, "
+                 "eager ones (eager - graph b2b: host work the GPU does not hide, and clock swings); host: time until one eager call returns, "
                  "GPU idle before it; idle e / g: GPU idle per call between the GPU activities of eager calls / graph "
                  "replays back to back, from the GPU's record (the host work it does not hide, unmoved by clocks)")
     return "\n".join(lines)
