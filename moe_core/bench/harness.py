@@ -267,14 +267,15 @@ def format_table(results: Sequence[BenchResult]) -> str:
             fmt = (lambda v, p=".2f": "-" if v is None else format(v, p))
             detail = f"{r.rel_err:.2e}" if r.status == "ok" and r.rel_err is not None else r.detail
             table.append((r.label or res.request.scheme.name, r.backend + ("*" if r.kind == "peer" else ""), str(r.tokens), r.status,
-                          us(r.time_s), r.mode or "-", us(r.eager_time_s), us(r.graph_b2b_time_s), us(r.host_time_s), _idle_cell(r), fmt(r.tbps),
-                          fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
+                          us(r.time_s), r.mode or "-", us(r.eager_time_s), us(r.graph_b2b_time_s), us(r.host_time_s), _idle_cell(r),
+                          fmt(r.tbps), fmt(r.tflops, ".1f"), fmt(r.pct_copy, ".1f"), fmt(r.pct_matmul, ".1f"), detail))
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         lines.append("  ".join(row[i].ljust(widths[i]) for i in range(len(widths))) + "  " + row[-1])
     lines.append("* peer (not a registered backend); time: CUDA-graph replay where the backend is capturable (mode), else eager; "
                  "eager: per call, calls back to back; graph b2b: graph replays back to back, batches alternating with the "
-                 "eager ones (eager - graph b2b: host work the GPU does not hide, and clock swings); host: time until one eager call returns, "
-                 "GPU idle before it; idle e / g: GPU idle per call between the GPU activities of eager calls / graph "
-                 "replays back to back, from the GPU's record (the host work it does not hide, unmoved by clocks)")
+                 "eager ones (eager - graph b2b: host work the GPU does not hide, and clock swings); host: time until one "
+                 "eager call returns, GPU idle before it; idle e / g: GPU idle per call between the GPU activities of eager "
+                 "calls / graph replays back to back, from the GPU's record (the host work it does not hide, unmoved by "
+                 "clocks)")
     return "\n".join(lines)
