@@ -327,14 +327,16 @@ def e2m1_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     (one element per value), so each register it gives is a pair of K-consecutive values of one row, which the MMA's
     register operand takes as it is; values of low and high nibbles made apart and interleaved afterwards cost two byte
     permutes per four values to pair (H100: fp4 layers −1.0 to +8.1%, 3 to 5% in most cells,
-    docs/benchmarks/weight-only-h100.md, session 39). int4 codes keep that interleave (:func:`biased_int4`): for them the duplicated bytes measured slower at 4096
-    tokens."""
+    docs/benchmarks/weight-only-h100.md, session 39). int4 codes keep that interleave (:func:`biased_int4`): for them
+    the duplicated bytes measured slower at 4096 tokens."""
     if W_PTX:
         twice = tl.interleave(raw, raw)  # one element per value: the PTX gives each its own
         if dtype == tl.bfloat16:
-            values = tl.inline_asm_elementwise(E2M1_BF16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.bfloat16, is_pure=True, pack=8)
+            values = tl.inline_asm_elementwise(E2M1_BF16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.bfloat16, is_pure=True,
+                                               pack=8)
         else:
-            values = tl.inline_asm_elementwise(E2M1_FP16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.float16, is_pure=True, pack=8)
+            values = tl.inline_asm_elementwise(E2M1_FP16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.float16, is_pure=True,
+                                               pack=8)
     else:
         values = (e2m1_times_2_pow_minus_14(unpacked_codes(raw)).to(tl.float32) * 16384.0).to(dtype)
     return values
