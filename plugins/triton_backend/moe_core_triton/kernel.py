@@ -93,11 +93,11 @@ class GemmLaunch:
 
     config: configs.LaunchConfig
     launch: Launcher
+    table_m: int
     quantizes_output: bool = False
     quantizes_input: bool = False
     pair_table: bool = False
     sums_pairs: bool = False
-    table_m: int = 0
 
 
 @dataclass(frozen=True)
@@ -589,7 +589,7 @@ class TritonKernel(MoEKernel):
         if gemm == 1:
             quant_out = self._quantizes_intermediate(lc)
             return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=True, weighted=False, atomic=False, quant_out=quant_out,
-                                                      quant_in=quant_in), quant_out, **common)
+                                                      quant_in=quant_in), quantizes_output=quant_out, **common)
         return GemmLaunch(lc, self._gemm_launcher(lc, k, routes, gated=False, weighted=weighted, atomic=self._atomic(lc, batched),
                                                   quant_in=quant_in), **common)
 
