@@ -21,8 +21,9 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 class LaunchConfig:
     """Tile sizes and launch options of one expert GEMM, which data files may choose per token count:
     ``SWAP_AB`` computes the transposed product (weights as the MMA's first operand), ``SPLIT_K``
-    splits the K loop over that many programs and ``TMA_B`` loads the weight tiles with the Hopper tensor
-    memory accelerator (see gemm.py)."""
+    splits the K loop over that many programs, ``TMA_B`` loads the weight tiles with the Hopper tensor
+    memory accelerator and ``GATE_UP`` (a weight-only GEMM1) takes BLOCK_N / 2 gate rows and their up rows in one tile
+    and one accumulator (see gemm.py)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -33,6 +34,7 @@ class LaunchConfig:
     SWAP_AB: bool = False
     SPLIT_K: int = 1
     TMA_B: bool = False
+    GATE_UP: bool = False
 
     def __post_init__(self):
         for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):

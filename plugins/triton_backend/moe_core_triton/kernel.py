@@ -99,6 +99,11 @@ class GemmLaunch:
     pair_table: bool = False
     sums_pairs: bool = False
 
+    @property
+    def columns(self) -> int:
+        """Output columns per tile: BLOCK_N, or half of it where one tile holds gate and up rows (``GATE_UP``)."""
+        return self.config.BLOCK_N // 2 if self.config.GATE_UP else self.config.BLOCK_N
+
 
 @dataclass(frozen=True)
 class ScaleMode:
@@ -578,6 +583,8 @@ class TritonKernel(MoEKernel):
         ``table_m``: the BLOCK_M of the block table it reads, a multiple of ``lc.BLOCK_M`` (:meth:`shares_table`;
         None: a table of its own)."""
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
+        if gemm == 2 and lc.GATE_UP:
+            raise ValueError(f"GATE_UP is for GEMM1 (gate and up rows in one tile); GEMM2 has no up rows, got {lc}: fix the entry")
         table_m = table_m or lc.BLOCK_M
         if table_m % lc.BLOCK_M or (pairs is not None and table_m != lc.BLOCK_M):
             raise ValueError(f"GEMM{gemm} with BLOCK_M {lc.BLOCK_M} cannot read a "
@@ -646,6 +653,7 @@ class TritonKernel(MoEKernel):
             W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=self.codes_permuted(k),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
+            GATE_UP=lc.GATE_UP,
             **routes,
         )
 
@@ -677,11 +685,14 @@ class TritonKernel(MoEKernel):
         pass through here): weight-only schemes take a BLOCK_K whose tiles never straddle two scale groups
         unevenly, and load their codes through pointers (``TMA_B`` off), as do GPUs without TMA and layers
         whose weight rows are not a multiple of 16 bytes (a tensor descriptor's row stride must be); a
-        :attr:`deterministic` kernel runs its tiles unsplit."""
+        :attr:`deterministic` kernel runs its tiles unsplit; ``GATE_UP`` tiles are weight-only GEMM1 tiles whose K is
+        not split (a split GEMM1 sums its gate and up products apart)."""
         if lc.TMA_B and (self.weight_only is not None or k * self._weight_bytes % 16 or not has_tma(device)):
             lc = replace(lc, TMA_B=False)
         if self.deterministic and lc.SPLIT_K > 1:
             lc = replace(lc, SPLIT_K=1)
+        if lc.GATE_UP and (self.weight_only is None or lc.SPLIT_K > 1):
+            lc = replace(lc, GATE_UP=False)
         if self.weight_only is None:
             return lc
         return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
@@ -718,7 +729,7 @@ class TritonKernel(MoEKernel):
         b_strides = b_s.stride() if b_scale is not None else (0, 0, 0)
         sum_out, counters = sums if sums is not None else (c, c)
         g.launch(
-            (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, lc.BLOCK_N), lc.SPLIT_K),
+            (cdiv(table.capacity, lc.BLOCK_M) * cdiv(n, g.columns), lc.SPLIT_K),
             a, b, c, a_s, b_s, topk_weights if topk_weights is not None else c,
             zero if zero is not None else c, global_scale if global_scale is not None else c,
             weight_descriptor(b, lc) if lc.TMA_B else b, out_scale if out_scale is not None else c, sum_out, counters,

@@ -48,7 +48,7 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
 
 
 def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: bool = False, tma: bool = False,
-               swapped_only: bool = False) -> list[configs.LaunchConfig]:
+               swapped_only: bool = False, gate_up: bool = False) -> list[configs.LaunchConfig]:
     """The configurations tried for GEMMs with ``rows_per_expert`` rows per expert on average. SWAP_AB
     (the transposed product) is tried for few rows per expert, and at every size for weight-only schemes,
     whose dequantized weights can then feed the MMA from registers; split K (2 and 4) for decode, at most
@@ -58,7 +58,9 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     dequantize half as often per FLOP, measured slower on the H100 on K-ordered codes (docs/benchmarks/weight-only-h100.md).
     ``swapped_only``: SWAP_AB alone, for weight-only codes stored in fragment order (the swapped tile was the fastest
     in every full search of them on the H100, same file, session 34), and 256 rows beyond 128 rows per expert (the
-    MMA's N = 256: Mixtral's GEMM2 at 4096 tokens 1 to 26% faster than with 128, same file)."""
+    MMA's N = 256: Mixtral's GEMM2 at 4096 tokens 1 to 26% faster than with 128, same file). ``gate_up`` (a weight-only
+    GEMM1): its 256-row tiles are tried with GATE_UP too, one accumulator for gate and up rows (two of 256 rows do not
+    fit the registers), so each dequantized weight serves 256 rows as GEMM2's do."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -71,10 +73,11 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     splits = (1, 2, 4) if rows_per_expert <= 8 else (1,)
     tmas = (False, True) if tma and rows_per_expert > 32 and not weight_only else (False,)
     out = []
-    for bm, (bn, bk, warps, stages), swap, split, tma_b in itertools.product(block_ms, _TILES, swaps, splits, tmas):
-        if block_k_limit is not None and bk > block_k_limit:
+    gate_ups = (False, True) if gate_up else (False,)
+    for bm, (bn, bk, warps, stages), swap, split, tma_b, one_acc in itertools.product(block_ms, _TILES, swaps, splits, tmas, gate_ups):
+        if (block_k_limit is not None and bk > block_k_limit) or (one_acc and bm < 256):
             continue
-        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split, tma_b))
+        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split, tma_b, one_acc))
     return out
 
 
@@ -138,7 +141,8 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
             n = i if gemm == 1 else h
             tried = refinements(kernel._config(here, rows, n, k, gemm, tokens), tma)
         else:
-            tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k))
+            tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k),
+                               gate_up=gemm == 1 and kernel.weight_only is not None)
         for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
             shared = gemm == 2 and kernel.shares_table(best[1], lc, False, pairs)
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs, table_m=best[1].BLOCK_M if shared else None)
@@ -248,14 +252,15 @@ def fastest(timings: list[tuple[float, configs.LaunchConfig]]) -> tuple[float, c
 
 
 def fastest_by_variant(timings: list[tuple[float, configs.LaunchConfig]]) -> str:
-    """The fastest time of each (SWAP_AB, SPLIT_K, TMA_B) variant among ``timings``, e.g. "unswapped 30.1 us,
-    swapped split 2 28.0 us, unswapped tma 25.3 us", so the log shows what each option is worth at this size."""
-    fastest: dict[tuple[bool, int, bool], float] = {}
+    """The fastest time of each (SWAP_AB, SPLIT_K, TMA_B, GATE_UP) variant among ``timings``, e.g. "unswapped 30.1 us,
+    swapped split 2 28.0 us, unswapped tma 25.3 us, swapped gate-up 24.0 us", so the log shows what each option is worth
+    at this size."""
+    fastest: dict[tuple[bool, int, bool, bool], float] = {}
     for seconds, lc in timings:
-        variant = (lc.SWAP_AB, lc.SPLIT_K, lc.TMA_B)
+        variant = (lc.SWAP_AB, lc.SPLIT_K, lc.TMA_B, lc.GATE_UP)
         fastest[variant] = min(seconds, fastest.get(variant, seconds))
-    return ", ".join(f"{'swapped' if swap else 'unswapped'}{f' split {split}' if split > 1 else ''}{' tma' if tma else ''} {t * 1e6:.1f} us"
-                     for (swap, split, tma), t in sorted(fastest.items()))
+    return ", ".join(f"{'swapped' if swap else 'unswapped'}{f' split {split}' if split > 1 else ''}{' tma' if tma else ''}"
+                     f"{' gate-up' if gate_up else ''} {t * 1e6:.1f} us" for (swap, split, tma, gate_up), t in sorted(fastest.items()))
 
 
 def values(out: torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]) -> torch.Tensor:

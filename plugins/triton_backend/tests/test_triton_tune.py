@@ -33,11 +33,12 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
     best = tune_case("tiny", name, tokens=3, device=DEVICE, timer=timer)
     cfg = model("tiny").config()
     kernel = TritonKernel(cfg, *scheme(name).keys)
-    def tried(k):  # codes in fragment order: swapped tiles only
-        found = candidates(3 * cfg.top_k / cfg.num_experts, None, kernel.weight_only is not None, swapped_only=kernel.codes_permuted(k))
+    def tried(k, gemm):  # codes in fragment order: swapped tiles only
+        found = candidates(3 * cfg.top_k / cfg.num_experts, None, kernel.weight_only is not None, swapped_only=kernel.codes_permuted(k),
+                           gate_up=gemm == 1 and kernel.weight_only is not None)
         return list(dict.fromkeys(kernel.as_run(c, k, HERE) for c in found))
 
-    per_gemm = {gemm: tried(k) for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
+    per_gemm = {gemm: tried(k, gemm) for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
     assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
 
@@ -59,6 +60,16 @@ def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_or_weight
     assert {c.SWAP_AB for c in candidates(512.0, None, weight_only=True)} == {False, True}
     only = candidates(2.0, None, weight_only=True, swapped_only=True)  # weight-only codes in fragment order
     assert all(c.SWAP_AB for c in only) and {dataclasses.replace(c, SWAP_AB=False) for c in only} == {c for c in decode if not c.SWAP_AB}
+
+
+def test_gate_and_up_in_one_tile_is_a_candidate_for_256_row_weight_only_gemm1_tiles():
+    plain = candidates(512.0, None, weight_only=True, swapped_only=True)
+    with_gate_up = candidates(512.0, None, weight_only=True, swapped_only=True, gate_up=True)
+    one_acc = [c for c in with_gate_up if c.GATE_UP]
+    assert one_acc and {c.BLOCK_M for c in one_acc} == {256}
+    assert {dataclasses.replace(c, GATE_UP=False) for c in one_acc} == {c for c in plain if c.BLOCK_M == 256}
+    assert [c for c in with_gate_up if not c.GATE_UP] == plain and not any(c.GATE_UP for c in plain)
+    assert not any(c.GATE_UP for c in candidates(2.0, None, weight_only=True, swapped_only=True, gate_up=True))  # decode
 
 
 def test_tma_weight_loads_are_candidates_for_prefill_where_the_gpu_has_tma():

@@ -185,6 +185,45 @@ def test_256_row_gemm2_tiles_after_a_128_row_gemm1_match_the_reference(name):
     assert against_reference(Tall, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
+@pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
+def test_gate_and_up_rows_in_one_tile_match_the_reference(name):
+    """GATE_UP GEMM1 tiles (gemm.py): runs of 8 gate rows and the same columns' up rows in one tile and one
+    accumulator, split into gate and up after the K loop. Swapped or not on K-ordered codes of odd sizes (a partial
+    last tile of columns, partial scale groups, an expert map), and the 256-row swapped tile the tuner tries for
+    prefill on codes in fragment order."""
+    from moe_core_triton.compile_check import launches_of
+
+    h, i = layer_sizes(name)
+    cfg = MoEConfig(8, 2, h, i, dtype=DTYPES[-1], parallel=ParallelConfig(ep_size=2))
+    weights, x, routing = problem(cfg, name, tokens=7, seed=11)
+    expert_map = torch.tensor([-1, -1, -1, -1, 0, 1, 2, 3], dtype=torch.int32, device=DEVICE)
+    for swap_ab in (False, True):
+        gate_up = with_launch_fields(TritonKernel, 1, GATE_UP=True, BLOCK_M=16, BLOCK_N=32, SWAP_AB=swap_ab)
+        assert against_reference(gate_up, cfg, name, weights, x, routing, expert_map=expert_map) <= tolerance(None, cfg.dtype)
+    cfg = MoEConfig(4, 2, 256, 192, dtype=DTYPES[-1])
+    weights, x, routing = problem(cfg, name, tokens=200, seed=12)
+    tall = with_launch_fields(TritonKernel, 1, GATE_UP=True, BLOCK_M=256, BLOCK_N=64, BLOCK_K=64, SWAP_AB=True)
+    assert against_reference(tall, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+    gemm1 = [dict(launch.options) for launch in launches_of(name, 2, False, cfg.dtype, (256, 192), kernel_cls=tall)
+             if launch.name == "moe_gemm_kernel" and dict(launch.options)["GATED"]]
+    assert [(o["GATE_UP"], o["W_PERMUTED"], o["BLOCK_M"]) for o in gemm1] == [(True, True, 256)]
+
+
+def test_gate_up_tiles_are_weight_only_gemm1_tiles_with_k_unsplit():
+    """TritonKernel.as_run turns GATE_UP off where a tile cannot take it (layers that are not weight-only, split K),
+    and a GEMM2 entry asking for it is refused with what to fix."""
+    cfg = MoEConfig(8, 2, 256, 192, dtype=torch.float16)
+    here = torch.device(DEVICE)
+    lc = LaunchConfig(256, 64, 64, 8, 4, 4, SWAP_AB=True, GATE_UP=True)
+    kernel = TritonKernel(cfg, *quant.scheme("mxfp4").keys)
+    assert kernel.as_run(lc, 256, here).GATE_UP
+    assert not kernel.as_run(replace(lc, SPLIT_K=2), 256, here).GATE_UP
+    assert not TritonKernel(cfg, None, None).as_run(lc, 256, here).GATE_UP
+    assert kernel.gemm_launch(kernel.as_run(lc, 256, here), 1, weighted=True, batched=False).columns == 32
+    with pytest.raises(ValueError, match="GEMM2 has no up rows"):
+        kernel.gemm_launch(kernel.as_run(lc, 192, here), 2, weighted=True, batched=False)
+
+
 @pytest.mark.parametrize("name", ["w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "fp8-w8a16", "fp8-block-w8a16"])
 def test_weights_scaled_in_16_bits_match_the_reference(name, monkeypatch):
     """Prefill tiles with SCALE_16 (WeightOnly.scales_in; bfloat16 on a GPU) make exact 16-bit values, subtract the
