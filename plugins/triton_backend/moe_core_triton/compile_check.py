@@ -29,6 +29,7 @@ from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import QuantDtype, scheme
 from moe_core.routing import BatchedRouting
 from moe_core_triton import configs
+from moe_core_triton import kernel as kernel_module
 from moe_core_triton.configs import FusedConfig, LaunchConfig
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel
 from moe_core_triton.launch import Launcher
@@ -89,7 +90,7 @@ def with_launch_fields(kernel_cls: type[TritonKernel], only_gemm: int | None = N
     class Overridden(kernel_cls):
         def _config(self, device, rows, n, k, gemm, tokens) -> LaunchConfig:
             chosen = super()._config(device, rows, n, k, gemm, tokens)
-            return chosen if only_gemm not in (None, gemm) else self.as_run(replace(chosen, **fields), k, device)
+            return chosen if only_gemm not in (None, gemm) else self.as_run(replace(chosen, **fields), k, device, gemm)
 
     only = f"GEMM{only_gemm}: " if only_gemm is not None else ""
     Overridden.__name__ = f"{kernel_cls.__name__}[{only}{', '.join(f'{k}={v}' for k, v in fields.items())}]"
@@ -179,7 +180,7 @@ def shared_memory_problem(compiled, arch: int) -> str | None:
 #: into shared memory (the pipelined loads), tensor-memory-accelerator copies (TMA_B) and stores to shared
 #: memory (layout conversions).
 PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]",
-              "tma": r"cp\.async\.bulk\.tensor", "st.shared": r"st\.shared"}
+              "tma": r"cp\.async\.bulk\.tensor", "st.shared": r"st\.shared", "shf.wrap": r"shf\.r\.wrap"}
 
 
 #: The launch options --stats prints as a GEMM's tile, "BLOCK_M x BLOCK_N x BLOCK_K".
@@ -220,6 +221,7 @@ def main(argv=None) -> int:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("compile_check: unset TRITON_INTERPRET (the interpreter compiles nothing)", file=sys.stderr)
         return 2
+    kernel_module.COMPILE_TARGET = args.arch  # the tiles then take the PTX paths the target GPU would (words_by_ptx)
     sizes = tuple(int(v) for v in args.sizes.split(",")) if args.sizes else None
     results: dict[Launch, str] = {}  # launch -> "ok" (with --stats: "ok <counts>") or "FAIL: <error>"
     for scheme_name in args.scheme.split(","):

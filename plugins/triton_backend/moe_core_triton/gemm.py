@@ -37,7 +37,9 @@ accumulation. Codes are bytes (int8 / uint8) or, ``W_PACKED``, two 4-bit codes p
 (element 2j in the low nibble); ``W_CODES`` says what a code is: an integer (0), e2m1 (1), the
 bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is needed; made exact 16-bit values by moving
 their bits), or e2m1 made exact 16-bit values and scaled in 16 bits (3: where the scales are exact in the activations'
-dtype; the per-expert global scale then multiplies the accumulator after the K loop); e2m1 codes scaled in float32 (1)
+dtype; the per-expert global scale then multiplies the accumulator after the K loop), or e2m1 codes stored as words
+whose bits, rotated and masked, are bfloat16 patterns of the codes times 2^-126 (4, in fragment order under bfloat16:
+:mod:`moe_core_triton.e2m1_words`; the 2^-126 made up by the scales and the accumulator); e2m1 codes scaled in float32 (1)
 become float16 by moving their bits (the exponent-bias difference folds into the scale). The
 codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, each byte once) and
 the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is). Value = (code -
@@ -55,7 +57,8 @@ in chunks of 64 values (:mod:`moe_core_triton.k_order`); each tile is put back i
 BLOCK_N weight rows holding BLOCK_N / 2 columns' gate rows and their up rows, in runs of :data:`GATE_UP_RUN` of each
 (:func:`gate_up_rows`), into one accumulator, and splits it into gate and up after the K loop (:func:`gate_and_up`).
 Two accumulators of 256 token rows do not fit the registers; one does, so each dequantized weight serves 256 rows
-instead of 128 (on the H100, Mixtral-8x7B's mxfp4 GEMM1 at 4096 tokens took 3691 µs against 4724 µs with two).
+instead of 128 (on the H100, Mixtral-8x7B's mxfp4 GEMM1 at 4096 tokens took 3691 µs against 4724 µs with two). GEMM1
+over e2m1 words (``W_CODES`` 4) always runs GATE_UP tiles, split K included: a word spans a gate row and its up row.
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
@@ -97,9 +100,13 @@ import triton
 import triton.language as tl
 
 from moe_core_triton.blocks import pairs_of_block
+from moe_core_triton.e2m1_words import PRODUCT_FOLD, folded_e8m0_scales, word_values
 from moe_core_triton.k_order import codes_in_k_order
 from moe_core_triton.quantize import FP8_QMAX, INT8_QMAX, codes, row_scales
 from moe_core_triton.reduce import sum_pairs_if_last
+
+
+WORDS_PRODUCT_FOLD = tl.constexpr(PRODUCT_FOLD)
 
 
 @triton.jit
@@ -167,10 +174,27 @@ def code_factor(W_CODES: tl.constexpr):
 
 
 @triton.jit
+def product_fold(W_CODES: tl.constexpr):
+    """What the tile product is multiplied by after the K loop: :data:`moe_core_triton.e2m1_words.PRODUCT_FOLD` for
+    e2m1 words (``W_CODES`` 4), whose MMA inputs are the weights times its inverse; else 1."""
+    if W_CODES == 4:
+        fold = WORDS_PRODUCT_FOLD
+    else:
+        fold = 1.0
+    return fold
+
+
+@triton.jit
 def group_scales(ptrs, mask, global_scale, W_CODES: tl.constexpr, W_SCALE: tl.constexpr):
     """The weight scales at ``ptrs`` (one group's [BLOCK_N], or [BLOCK_N, groups]) as float32, the expert's
-    global scale and the code factor folded in."""
-    return scale_values(tl.load(ptrs, mask=mask, other=0), W_SCALE) * (global_scale * code_factor(W_CODES))
+    global scale and the code factor folded in; e8m0 scales of e2m1 words as bfloat16 times the words' fold
+    (:func:`moe_core_triton.e2m1_words.folded_e8m0_scales`; stored float scales of words carry it already)."""
+    raw = tl.load(ptrs, mask=mask, other=0)
+    if W_CODES == 4 and W_SCALE == 2:
+        scales = folded_e8m0_scales(raw)
+    else:
+        scales = scale_values(raw, W_SCALE) * (global_scale * code_factor(W_CODES))
+    return scales
 
 
 @triton.jit
@@ -388,6 +412,8 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         else:
             zero = tl.zeros((BLOCK_N,), tl.float32)
         values = int4_minus_zero(raw, zero, dtype, W_PTX)
+    elif W_CODES == 4:  # e2m1 words: stored_weight_tile made the values (times 2^-126), scaled in dtype below
+        values = raw
     elif W_CODES == 3:  # e2m1 as exact dtype values, scaled in dtype below
         values = e2m1_values(raw, dtype, W_PTX)
     elif W_CODES == 1:  # e2m1 (times 2^-14)
@@ -436,9 +462,14 @@ def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_o
                        SCALE_AFTER_DOT: tl.constexpr, SCALE_16: tl.constexpr, W_PTX: tl.constexpr, W_PERMUTED: tl.constexpr,
                        BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY
-    (codes stored in fragment order, ``W_PERMUTED``, put back in K order first: :mod:`moe_core_triton.k_order`)."""
+    (codes stored in fragment order, ``W_PERMUTED``, put back in K order first: :mod:`moe_core_triton.k_order`; e2m1
+    words, ``W_CODES`` 4, made values in their stored order first, which then go back in K order)."""
     raw = tl.load(ptrs, mask=mask, other=0.0)
-    if W_PERMUTED:
+    if W_CODES == 4:
+        raw = word_values(raw, W_PTX, BLOCK_N, BLOCK_K // 2)
+        if W_PERMUTED:
+            raw = codes_in_k_order(raw, False, BLOCK_N, BLOCK_K)
+    elif W_PERMUTED:
         raw = codes_in_k_order(raw, W_PACKED, BLOCK_N, BLOCK_K // 2 if W_PACKED else BLOCK_K)
     if W_ONLY:
         tile = dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, dtype, W_PACKED, W_CODES, W_ZERO,
@@ -670,8 +701,8 @@ def moe_gemm_kernel(
     w_z_ptrs = b_zero_ptr + expert * stride_bse + (w_rows // W_GROUP_N) * stride_bsn
     w_s_up_ptrs = b_scale_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
     w_z_up_ptrs = b_zero_ptr + expert * stride_bse + ((offs_n + up_offset) // W_GROUP_N) * stride_bsn
-    global_scale = 1.0  # folded into the weight scales, except for exact e2m1 values (W_CODES 3): after the K loop
-    if W_GLOBAL and W_CODES != 3:
+    global_scale = 1.0  # folded into the weight scales, except for e2m1 values scaled in 16 bits (W_CODES 3 and 4): after the K loop
+    if W_GLOBAL and W_CODES < 3:
         global_scale = tl.load(b_global_ptr + expert)
     acc_dtype: tl.constexpr = tl.int32 if INT8 else tl.float32
     if SWAP_AB:  # accumulated transposed, [BLOCK_N, BLOCK_M], and transposed back after the K loop
@@ -769,8 +800,10 @@ def moe_gemm_kernel(
     out_up = acc_up.to(tl.float32)
     if GATE_UP:
         out, out_up = gate_and_up(out, BLOCK_M, BLOCK_N)
-    if W_GLOBAL and W_CODES == 3:
-        expert_scale = tl.load(b_global_ptr + expert)
+    if W_CODES == 4 or (W_GLOBAL and W_CODES == 3):  # the global scale, and the fold of e2m1 words
+        expert_scale = product_fold(W_CODES)
+        if W_GLOBAL:
+            expert_scale = expert_scale * tl.load(b_global_ptr + expert)
         out = out * expert_scale
         out_up = out_up * expert_scale
     if SCALES == 1:

@@ -30,7 +30,7 @@ from moe_core.quant import BLOCK_128, QuantDtype, QuantKey, ScaleDtype, scheme_f
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
-from moe_core_triton import configs
+from moe_core_triton import configs, e2m1_words
 from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_table, cdiv, next_power_of_2, pair_table, standard_table, stream_words
 from moe_core_triton.fused import fused_launcher, fused_layer
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
@@ -161,14 +161,15 @@ class WeightOnly:
 
     def codes_for(self, dtype: torch.dtype) -> int:
         """``W_CODES`` for activations of ``dtype``: e2m1 codes become exact 16-bit values (3) where their scales are
-        applied in ``dtype`` (:meth:`scales_in`); float16 with e8m0 scales (mxfp4) keeps the float32 scaling (1)."""
+        applied in ``dtype`` (:meth:`scales_in`); float16 with e8m0 scales (mxfp4) keeps the float32 scaling (1). Layers
+        whose e2m1 codes are stored as words take 4 instead (:attr:`TritonKernel.e2m1_words`)."""
         if self.codes == 1 and self.scales_in(dtype):
             return 3
         return self.codes
 
     def uses_ptx(self, dtype: torch.dtype) -> bool:
         """Whether the values are made by inline PTX where the GEMM is compiled for an NVIDIA GPU (see :data:`NVIDIA_PTX`):
-        int4 codes, e4m3 codes, and e2m1 codes made exact 16-bit values."""
+        int4 codes, e4m3 codes, and e2m1 codes made exact 16-bit values (stored as words too)."""
         return (self.packed and self.codes == 0) or self.codes_for(dtype) in (2, 3)
 
     @property
@@ -244,6 +245,29 @@ def has_tma(device: torch.device) -> bool:
     return device.type != "cuda" or torch.cuda.get_device_capability(device) >= (9, 0)
 
 
+@functools.cache
+def _hopper(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+#: The compute capability (as a number) compile_check compiles for, which :func:`words_by_ptx` then takes for the
+#: current GPU's; None: the current GPU's.
+COMPILE_TARGET: int | None = None
+
+
+def words_by_ptx(lc: configs.LaunchConfig) -> bool:
+    """Whether a GEMM tile over e2m1 words (:mod:`moe_core_triton.e2m1_words`) may decode them by PTX: the weights
+    are Hopper's wgmma register operand (SWAP_AB, whole warpgroup tiles of 64 rows, the current GPU an sm_90), whose
+    layout hands a thread a word's 4 bytes together. Anything else (Ampere's mma.sync, Blackwell, narrower tiles,
+    unswapped tiles) may hand it other bytes: measured on the H100, a 32-row swapped tile decoded garbage by PTX.
+    Those tiles decode by integer operations, on the tile's logical rows and bytes."""
+    if COMPILE_TARGET is not None:
+        hopper = COMPILE_TARGET == 90
+    else:
+        hopper = torch.cuda.is_available() and _hopper(torch.cuda.current_device())
+    return lc.SWAP_AB and lc.BLOCK_N % 64 == 0 and hopper
+
+
 def _device_name(device: torch.device) -> str:
     if device.type != "cuda":
         return device.type
@@ -304,7 +328,8 @@ class TritonKernel(MoEKernel):
         stored in the activations' dtype (exactly, :attr:`WeightOnly.scales_in_dtype`), the uint8
         codes and zero points of 8-bit integers (w8a16-zp) are stored as int8 less 128
         (:func:`signed_bytes`), and the codes :meth:`WeightOnly.permutes` names (K whole chunks of 64)
-        are stored in the K order of the MMA's register fragments (:mod:`moe_core_triton.k_order`).
+        are stored in the K order of the MMA's register fragments (:mod:`moe_core_triton.k_order`), e2m1 codes there
+        under bfloat16 as words (:mod:`moe_core_triton.e2m1_words`, nvfp4's scales then times its ``SCALE_FOLD``).
         Weights this method prepared are refused: their codes would be permuted twice.
         """
         if weights.prepared_by is not None:
@@ -315,6 +340,7 @@ class TritonKernel(MoEKernel):
         dtype_scales = self.weight_only is not None and self.weight_only.scales_in_dtype
         float_bits = self.weight_only is not None and self.weight_only.codes == 2  # fp8 codes read as their bytes
         unsigned_bytes = self.weight_only is not None and self.weight_only.eight_bit_ints and self.weight_only.zero == 2
+        words = self.e2m1_words
         for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale", "w13_zero", "w2_zero"):
             t = getattr(weights, name)
             if t is None:
@@ -323,15 +349,16 @@ class TritonKernel(MoEKernel):
                 codes = t.contiguous().view(torch.uint8) if float_bits else t.contiguous()
                 codes = signed_bytes(codes) if unsigned_bytes else codes
                 k = t.shape[-1] * (2 if self.weight_only.packed else 1)
-                fix[name] = permute_k(codes, self.weight_only.packed) if self.codes_permuted(k) else codes
+                codes = permute_k(codes, self.weight_only.packed) if self.codes_permuted(k) else codes
+                fix[name] = e2m1_words.to_words(codes, gate_up=name == "w13") if words else codes
             elif name in ("w13_zero", "w2_zero") and unsigned_bytes:
                 fix[name] = signed_bytes(t.contiguous())
             elif name in ("w13", "w2", "w13_zero", "w2_zero"):
                 fix[name] = t.contiguous()
             elif packed_scales and name in ("w13_scale", "w2_scale"):
                 fix[name] = t.contiguous().view(torch.uint8)
-            elif dtype_scales and name in ("w13_scale", "w2_scale"):
-                fix[name] = t.to(self.config.dtype).contiguous()
+            elif dtype_scales and name in ("w13_scale", "w2_scale"):  # e4m3 values: x 2^62 exact in bfloat16 too
+                fix[name] = (t.float() * e2m1_words.SCALE_FOLD if words else t).to(self.config.dtype).contiguous()
             else:
                 fix[name] = t.float().contiguous()
         for name in ("w13_global_scale", "w2_global_scale"):
@@ -585,6 +612,8 @@ class TritonKernel(MoEKernel):
         k = self.config.hidden_size if gemm == 1 else self.config.intermediate_size
         if gemm == 2 and lc.GATE_UP:
             raise ValueError(f"GATE_UP is for GEMM1 (gate and up rows in one tile); GEMM2 has no up rows, got {lc}: fix the entry")
+        if gemm == 1:
+            lc = self._gemm1_over_words(lc)
         table_m = table_m or lc.BLOCK_M
         if table_m % lc.BLOCK_M or (pairs is not None and table_m != lc.BLOCK_M):
             raise ValueError(f"GEMM{gemm} with BLOCK_M {lc.BLOCK_M} cannot read a "
@@ -646,29 +675,44 @@ class TritonKernel(MoEKernel):
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
             GROUP_N=BLOCK_SCALE_GROUP, GROUP_K=BLOCK_SCALE_GROUP, ONE_B_SCALE=self._one_weight_scale_per_tile(lc, gated),
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
-            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=wo.codes_for(self.config.dtype), W_ZERO=wo.zero,
+            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=4 if self.e2m1_words else wo.codes_for(self.config.dtype), W_ZERO=wo.zero,
             W_SCALE=wo.stored_scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
-            SCALE_AFTER_DOT=self._scales_after_dot(lc, group), SCALE_16=wo.scales_in(self.config.dtype),
-            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype), W_PERMUTED=self.codes_permuted(k),
+            SCALE_AFTER_DOT=self._scales_after_dot(lc, k), SCALE_16=wo.scales_in(self.config.dtype),
+            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype) and (not self.e2m1_words or words_by_ptx(lc)),
+            W_PERMUTED=self.codes_permuted(k),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
             GATE_UP=lc.GATE_UP,
             **routes,
         )
 
-    def _scales_after_dot(self, lc: configs.LaunchConfig, group: int) -> bool:
+    def _scales_after_dot(self, lc: configs.LaunchConfig, k: int) -> bool:
         """Weight-only schemes with one scale group per K step and a decode tile (BLOCK_M <= 32): the GEMM
         multiplies each step's [BLOCK_M, BLOCK_N] product by the scales instead of the [BLOCK_N, BLOCK_K]
         dequantized weights (int and fp8 codes are exact in 16 bits), fewer multiplies where BLOCK_M < BLOCK_K.
-        Larger tiles keep the scaled weights, so the MMA accumulates across K steps."""
-        return self.weight_only is not None and lc.BLOCK_K <= group and lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M
+        Larger tiles keep the scaled weights, so the MMA accumulates across K steps. Never for e2m1 words, whose
+        unscaled values are the codes times 2^-126 (:mod:`moe_core_triton.e2m1_words`)."""
+        wo = self.weight_only
+        return (wo is not None and lc.BLOCK_K <= wo.group_for(k) and lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M
+                and not self.e2m1_words)
 
     def _one_weight_scale_per_tile(self, lc: configs.LaunchConfig, gated: bool) -> bool:
         """Block-scaled schemes: whether every N tile lies in one weight block (and GEMM1's up rows start on a
         block boundary), so each K step multiplies by one scalar weight scale instead of a column vector."""
         i = self.config.intermediate_size
         return self.mode.scales == 2 and BLOCK_SCALE_GROUP % lc.BLOCK_N == 0 and (not gated or i % BLOCK_SCALE_GROUP == 0)
+
+    @functools.cached_property
+    def e2m1_words(self) -> bool:
+        """Whether this layer's e2m1 codes are stored as words (:mod:`moe_core_triton.e2m1_words`, ``W_CODES`` 4):
+        GEMMs compiled for an NVIDIA GPU (:data:`NVIDIA_PTX`; the interpreter flushes the bfloat16 subnormals the words'
+        values are), bfloat16 activations, both GEMMs' codes in fragment order, and w2's rows (the hidden size) whole
+        blocks of 16 (a word spans rows x and x + 8). GEMM1 then runs GATE_UP tiles (:meth:`_gemm1_over_words`), which
+        hold a word's gate and up rows."""
+        cfg, wo = self.config, self.weight_only
+        return (NVIDIA_PTX and wo is not None and wo.codes == 1 and cfg.dtype == torch.bfloat16 and cfg.hidden_size % 16 == 0
+                and wo.permutes(cfg.hidden_size) and wo.permutes(cfg.intermediate_size))
 
     def codes_permuted(self, k: int) -> bool:
         """Whether this layer's weight codes of reduction size ``k`` are stored in fragment order
@@ -680,21 +724,31 @@ class TritonKernel(MoEKernel):
         """The largest BLOCK_K block scales allow (one scale group per K step), None if any."""
         return BLOCK_SCALE_GROUP if self.mode.scales == 2 else None
 
-    def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device) -> configs.LaunchConfig:
+    def _gemm1_over_words(self, lc: configs.LaunchConfig) -> configs.LaunchConfig:
+        """``lc`` for GEMM1 of a layer whose codes are e2m1 words (:attr:`e2m1_words`): a GATE_UP tile with the same
+        output columns (twice the rows, up to 256), the only tile that holds a word's gate and up rows."""
+        if self.e2m1_words and not lc.GATE_UP:
+            return replace(lc, GATE_UP=True, BLOCK_N=min(2 * lc.BLOCK_N, 256))
+        return lc
+
+    def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device, gemm: int | None = None) -> configs.LaunchConfig:
         """``lc`` as this kernel runs it for reduction size ``k`` on ``device`` (tuned files and tuner candidates
         pass through here): weight-only schemes take a BLOCK_K whose tiles never straddle two scale groups
         unevenly, and load their codes through pointers (``TMA_B`` off), as do GPUs without TMA and layers
         whose weight rows are not a multiple of 16 bytes (a tensor descriptor's row stride must be); a
         :attr:`deterministic` kernel runs its tiles unsplit; ``GATE_UP`` tiles are weight-only GEMM1 tiles whose K is
-        not split (a split GEMM1 sums its gate and up products apart)."""
+        not split (a split GEMM1 sums its gate and up products apart), except over e2m1 words, whose GEMM1 (``gemm``
+        1; :meth:`gemm_launch` applies it too) runs only GATE_UP tiles (:meth:`_gemm1_over_words`)."""
         if lc.TMA_B and (self.weight_only is not None or k * self._weight_bytes % 16 or not has_tma(device)):
             lc = replace(lc, TMA_B=False)
         if self.deterministic and lc.SPLIT_K > 1:
             lc = replace(lc, SPLIT_K=1)
-        if lc.GATE_UP and (self.weight_only is None or lc.SPLIT_K > 1):
+        if lc.GATE_UP and (self.weight_only is None or (lc.SPLIT_K > 1 and not self.e2m1_words)):
             lc = replace(lc, GATE_UP=False)
         if self.weight_only is None:
             return lc
+        if gemm == 1:
+            lc = self._gemm1_over_words(lc)
         return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
 
     @property
@@ -707,7 +761,7 @@ class TritonKernel(MoEKernel):
         fallback = configs.heuristic(rows, self.config.local_num_experts, n, k, quantized_8bit, self.block_k_limit,
                                      self.codes_permuted(k))
         key = configs.shape_key(self.config.local_num_experts, n, k, self.scheme_name + ("-batched" if self.activation_format is ActivationFormat.BATCHED_EXPERTS else ""), gemm)
-        return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k, device)
+        return self.as_run(configs.choose(_device_name(device), key, tokens, fallback), k, device, gemm)
 
     def _quantize(self, a: torch.Tensor, static_scale: torch.Tensor | None, empty):
         if self.activation_key is None:
@@ -744,6 +798,6 @@ class TritonBatchedKernel(TritonKernel):
 
     backend_name = "triton_batched"
 
-    def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device) -> configs.LaunchConfig:
+    def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device, gemm: int | None = None) -> configs.LaunchConfig:
         """As for the standard format, without split K: the batched GEMM2 writes rows, it sums nothing."""
-        return replace(super().as_run(lc, k, device), SPLIT_K=1)
+        return replace(super().as_run(lc, k, device, gemm), SPLIT_K=1)

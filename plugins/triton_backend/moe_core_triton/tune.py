@@ -143,7 +143,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         else:
             tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k),
                                gate_up=gemm == 1 and kernel.weight_only is not None)
-        for lc in dict.fromkeys(kernel.as_run(c, k, here) for c in tried):
+        for lc in dict.fromkeys(kernel.as_run(c, k, here, gemm) for c in tried):
             shared = gemm == 2 and kernel.shares_table(best[1], lc, False, pairs)
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs, table_m=best[1].BLOCK_M if shared else None)
             table = kernel.rows_of(launch, routing.topk_ids)

@@ -36,7 +36,7 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
     def tried(k, gemm):  # codes in fragment order: swapped tiles only
         found = candidates(3 * cfg.top_k / cfg.num_experts, None, kernel.weight_only is not None, swapped_only=kernel.codes_permuted(k),
                            gate_up=gemm == 1 and kernel.weight_only is not None)
-        return list(dict.fromkeys(kernel.as_run(c, k, HERE) for c in found))
+        return list(dict.fromkeys(kernel.as_run(c, k, HERE, gemm) for c in found))
 
     per_gemm = {gemm: tried(k, gemm) for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
     assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}

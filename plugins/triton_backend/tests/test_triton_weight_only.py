@@ -23,6 +23,7 @@ from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
 from moe_core_triton.configs import LaunchConfig
+from moe_core_triton.e2m1_words import SCALE_FOLD
 from moe_core_triton.gemm import e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
@@ -140,8 +141,9 @@ def test_the_dequantization_each_scheme_declares():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_nvfp4_scales_are_stored_as_exact_16_bit_values_and_mxfp4_scales_as_their_bytes(dtype):
     """prepare_weights stores nvfp4's e4m3 scales as values of the activations' dtype, equal to the scales they encode,
-    extremes included (the smallest subnormal, 448, zero); mxfp4 keeps its e8m0 bytes (stored as bfloat16 they measured
-    4 to 21% slower at 16 to 4096 tokens on the H100, docs/benchmarks/weight-only-h100.md, session 39)."""
+    extremes included (the smallest subnormal, 448, zero), under bfloat16 times the fold of e2m1 words (exactly:
+    e2m1_words); mxfp4 keeps its e8m0 bytes (stored as bfloat16 they measured 4 to 21% slower at 16 to 4096 tokens on
+    the H100, docs/benchmarks/weight-only-h100.md, session 39)."""
     for name in ("nvfp4-w4a16", "mxfp4"):
         cfg = MoEConfig(4, 2, 128, 64, dtype=dtype)
         weights = random_layer(cfg, quant.scheme(name), device="cpu", seed=5)
@@ -151,7 +153,8 @@ def test_nvfp4_scales_are_stored_as_exact_16_bit_values_and_mxfp4_scales_as_thei
         if name == "mxfp4":
             assert prepared.w2_scale.dtype == torch.uint8 and torch.equal(prepared.w2_scale, weights.w2_scale)
         else:
-            assert prepared.w2_scale.dtype == dtype and torch.equal(prepared.w2_scale.float(), weights.w2_scale.float())
+            fold = SCALE_FOLD if dtype == torch.bfloat16 else 1.0
+            assert prepared.w2_scale.dtype == dtype and torch.equal(prepared.w2_scale.float(), weights.w2_scale.float() * fold)
 
 
 @pytest.mark.parametrize("block_m", [16, 64])
@@ -424,18 +427,23 @@ def test_e4m3_codes_become_their_exact_16_bit_values(dtype, ptx):
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_values_by_ptx_for_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
     """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make values by PTX (W_PTX): int4 codes, e4m3 codes,
-    and e2m1 codes whose scales are applied in the activations' dtype (W_CODES 3: nvfp4's e4m3 in both, mxfp4's e8m0
-    in bfloat16 only); 8-bit integer codes keep Triton's conversions; the interpreter (the CPU tests) never gets PTX."""
+    and e2m1 codes whose scales are applied in the activations' dtype (W_CODES 3: nvfp4 in float16); in bfloat16 e2m1
+    codes are stored as words (W_CODES 4), by PTX only in Hopper's swapped warpgroup tiles (kernel.words_by_ptx);
+    8-bit integer codes keep Triton's conversions; the interpreter (the CPU tests) never gets PTX, nor words."""
     from moe_core_triton import kernel as kernel_module
     from moe_core_triton.compile_check import launches_of
 
-    def flags(option):
-        return {dict(launch.options)[option] for launch in launches_of(name, 1, False, dtype, (256, 128))
-                if launch.name == "moe_gemm_kernel"}
+    def gemms():
+        return [dict(launch.options) for launch in launches_of(name, 1, False, dtype, (256, 128)) if launch.name == "moe_gemm_kernel"]
 
+    fp4 = name in ("nvfp4-w4a16", "mxfp4")
     exact_e2m1 = name == "nvfp4-w4a16" or (name == "mxfp4" and dtype == torch.bfloat16)
-    assert flags("W_CODES") == {3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes}
+    words = fp4 and dtype == torch.bfloat16  # K = 256 and 128: whole chunks, 256 rows of w2: whole blocks of 16
+    assert {g["W_CODES"] for g in gemms()} == {4 if words and GPU else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes}
     if not GPU:
-        assert flags("W_PTX") == {False}
+        assert {g["W_PTX"] for g in gemms()} == {False}
     monkeypatch.setattr(kernel_module, "NVIDIA_PTX", True)
-    assert flags("W_PTX") == {name in ("w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16") or exact_e2m1}
+    for g in gemms():
+        assert g["W_CODES"] == (4 if words else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes)
+        by_ptx = kernel_module.words_by_ptx(LaunchConfig(16, g["BLOCK_N"], 64, 1, 4, 4, SWAP_AB=g["SWAP_AB"])) if words else True
+        assert g["W_PTX"] == (by_ptx and (name in ("w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16") or exact_e2m1))
