@@ -255,17 +255,20 @@ def _hopper(index: int) -> bool:
 COMPILE_TARGET: int | None = None
 
 
+def wgmma_gpu() -> bool:
+    """Whether the GEMMs run on an sm_90 (Hopper's wgmma): the current GPU, or compile_check's :data:`COMPILE_TARGET`."""
+    if COMPILE_TARGET is not None:
+        return COMPILE_TARGET == 90
+    return torch.cuda.is_available() and _hopper(torch.cuda.current_device())
+
+
 def words_by_ptx(lc: configs.LaunchConfig) -> bool:
     """Whether a GEMM tile over e2m1 words (:mod:`moe_core_triton.e2m1_words`) may decode them by PTX: the weights
-    are Hopper's wgmma register operand (SWAP_AB, whole warpgroup tiles of 64 rows, the current GPU an sm_90), whose
-    layout hands a thread a word's 4 bytes together. Anything else (Ampere's mma.sync, Blackwell, narrower tiles,
-    unswapped tiles) may hand it other bytes: measured on the H100, a 32-row swapped tile decoded garbage by PTX.
-    Those tiles decode by integer operations, on the tile's logical rows and bytes."""
-    if COMPILE_TARGET is not None:
-        hopper = COMPILE_TARGET == 90
-    else:
-        hopper = torch.cuda.is_available() and _hopper(torch.cuda.current_device())
-    return lc.SWAP_AB and lc.BLOCK_N % 64 == 0 and hopper
+    are Hopper's wgmma register operand (SWAP_AB, whole warpgroup tiles of 64 rows, :func:`wgmma_gpu`), whose
+    layout hands a thread a word's 4 bytes together. Other tiles (narrower ones take mma.sync, unswapped ones feed the
+    weights from shared memory) may hand it other bytes: measured on the H100, a 32-row swapped tile decoded garbage by
+    PTX. Those tiles decode by integer operations, on the tile's logical rows and bytes."""
+    return lc.SWAP_AB and lc.BLOCK_N % 64 == 0 and wgmma_gpu()
 
 
 def _device_name(device: torch.device) -> str:
@@ -706,13 +709,14 @@ class TritonKernel(MoEKernel):
     @functools.cached_property
     def e2m1_words(self) -> bool:
         """Whether this layer's e2m1 codes are stored as words (:mod:`moe_core_triton.e2m1_words`, ``W_CODES`` 4):
-        GEMMs compiled for an NVIDIA GPU (:data:`NVIDIA_PTX`; the interpreter flushes the bfloat16 subnormals the words'
-        values are), bfloat16 activations, both GEMMs' codes in fragment order, and w2's rows (the hidden size) whole
-        blocks of 16 (a word spans rows x and x + 8). GEMM1 then runs GATE_UP tiles (:meth:`_gemm1_over_words`), which
-        hold a word's gate and up rows."""
+        GEMMs compiled for an sm_90 (:data:`NVIDIA_PTX` and :func:`wgmma_gpu`: only Hopper's wgmma takes the words' PTX,
+        elsewhere their integer decode would cost more than the table; the interpreter also flushes the bfloat16
+        subnormals the words' values are), bfloat16 activations, both GEMMs' codes in fragment order, and w2's rows (the
+        hidden size) whole blocks of 16 (a word spans rows x and x + 8). GEMM1 then runs GATE_UP tiles
+        (:meth:`_gemm1_over_words`), which hold a word's gate and up rows."""
         cfg, wo = self.config, self.weight_only
         return (NVIDIA_PTX and wo is not None and wo.codes == 1 and cfg.dtype == torch.bfloat16 and cfg.hidden_size % 16 == 0
-                and wo.permutes(cfg.hidden_size) and wo.permutes(cfg.intermediate_size))
+                and wo.permutes(cfg.hidden_size) and wo.permutes(cfg.intermediate_size) and wgmma_gpu())
 
     def codes_permuted(self, k: int) -> bool:
         """Whether this layer's weight codes of reduction size ``k`` are stored in fragment order

@@ -156,10 +156,12 @@ def test_mxfp4_words_match_the_reference_at_the_ends_of_their_scale_range(low):
     e = 59 if low else 192
     for name in ("w13_scale", "w2_scale"):
         getattr(weights, name).view(torch.uint8).fill_(e)
+    kernel, oracle = TritonKernel(cfg, sch.weight_key, None), ReferenceKernel(cfg, sch.weight_key, None)
+    if not kernel.e2m1_words:
+        pytest.skip("e2m1 words are stored for sm_90 GPUs only")
     g = torch.Generator().manual_seed(4)
     x = (torch.randn(5, cfg.hidden_size, generator=g) * 2.0 ** (60 if low else -100)).to(DEVICE, cfg.dtype)  # outputs near 1
     routing = Routing.from_logits(torch.randn(5, cfg.num_experts, generator=g).to(DEVICE), cfg.top_k)
-    kernel, oracle = TritonKernel(cfg, sch.weight_key, None), ReferenceKernel(cfg, sch.weight_key, None)
     got = kernel.apply(x, kernel.prepare_weights(weights), routing)
     want = oracle.apply(x, oracle.prepare_weights(weights), routing)
     assert torch.isfinite(want).all() and relative_error(got, want) <= tolerance(None, cfg.dtype)

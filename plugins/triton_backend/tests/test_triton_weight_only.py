@@ -25,7 +25,7 @@ from moe_core_triton.compile_check import layer_sizes, with_launch_fields
 from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.e2m1_words import SCALE_FOLD
 from moe_core_triton.gemm import e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
-from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only
+from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only, wgmma_gpu
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
 GPU = torch.cuda.is_available()
@@ -151,7 +151,7 @@ def test_nvfp4_scales_are_stored_as_exact_16_bit_values_and_mxfp4_scales_as_thei
             weights.w2_scale.view(-1)[:3] = torch.tensor([2.0**-9, 448.0, 0.0]).to(torch.float8_e4m3fn)
         kernel = TritonKernel(cfg, quant.scheme(name).weight_key, None)
         prepared = kernel.prepare_weights(weights)
-        assert kernel.e2m1_words == (GPU and dtype == torch.bfloat16)  # compiled (not the interpreter), whole chunks
+        assert kernel.e2m1_words == (GPU and dtype == torch.bfloat16 and wgmma_gpu())  # compiled for an sm_90, whole chunks
         if name == "mxfp4":
             assert prepared.w2_scale.dtype == torch.uint8 and torch.equal(prepared.w2_scale, weights.w2_scale)
         else:
@@ -429,8 +429,8 @@ def test_e4m3_codes_become_their_exact_16_bit_values(dtype, ptx):
 @pytest.mark.parametrize("name", WEIGHT_ONLY_SCHEMES)
 def test_values_by_ptx_for_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
     """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make values by PTX (W_PTX): int4 codes, e4m3 codes,
-    and e2m1 codes whose scales are applied in the activations' dtype (W_CODES 3: nvfp4 in float16); in bfloat16 e2m1
-    codes are stored as words (W_CODES 4), by PTX only in Hopper's swapped warpgroup tiles (kernel.words_by_ptx);
+    and e2m1 codes whose scales are applied in the activations' dtype (W_CODES 3: nvfp4 in float16); on an sm_90 in
+    bfloat16 e2m1 codes are stored as words (W_CODES 4), by PTX only in swapped warpgroup tiles (kernel.words_by_ptx);
     8-bit integer codes keep Triton's conversions; the interpreter (the CPU tests) never gets PTX, nor words."""
     from moe_core_triton import kernel as kernel_module
     from moe_core_triton.compile_check import launches_of
@@ -440,7 +440,7 @@ def test_values_by_ptx_for_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(na
 
     fp4 = name in ("nvfp4-w4a16", "mxfp4")
     exact_e2m1 = name == "nvfp4-w4a16" or (name == "mxfp4" and dtype == torch.bfloat16)
-    words = fp4 and dtype == torch.bfloat16  # K = 256 and 128: whole chunks, 256 rows of w2: whole blocks of 16
+    words = fp4 and dtype == torch.bfloat16 and kernel_module.wgmma_gpu()  # K 256 and 128: whole chunks; w2: 256 rows
     assert {g["W_CODES"] for g in gemms()} == {4 if words and GPU else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes}
     if not GPU:
         assert {g["W_PTX"] for g in gemms()} == {False}
