@@ -37,10 +37,14 @@ CODE_BITS_AT = (6, 7, 8, 15)
 PAIR_MASK = sum(1 << (b + h) for b in CODE_BITS_AT for h in (0, 16))
 #: Per byte i of a word (codes 2i and 2i + 1): the terms (right rotation, mask) whose OR makes its codes' bfloat16 bits.
 DECODE = (((0, PAIR_MASK),), ((4, PAIR_MASK),), ((10, PAIR_MASK),), ((6, 0x81808180), (14, 0x00400040)))
+#: A code's bfloat16 pattern is the code times 2^-PATTERN_EXPONENT.
+PATTERN_EXPONENT = 126
+#: The power of two the GEMM multiplies the scales by (:data:`SCALE_FOLD`); the tile product makes up the rest.
+SCALE_FOLD_EXPONENT = 62
 #: What the GEMM multiplies the scales by: the pattern of code x 2^-126 times scale x 2^62 is the weight x 2^-64.
-SCALE_FOLD = 2.0**62
+SCALE_FOLD = 2.0**SCALE_FOLD_EXPONENT
 #: What the GEMM multiplies the tile product by after the K loop.
-PRODUCT_FOLD = 2.0**64
+PRODUCT_FOLD = 2.0 ** (PATTERN_EXPONENT - SCALE_FOLD_EXPONENT)
 
 
 def source_bits() -> list[tuple[int, int]]:
@@ -108,6 +112,7 @@ def _ptx() -> str:
 #: in one row as the MMA takes them.
 WORD_BF16_PTX = tl.constexpr(_ptx())
 
+_E8M0_FOLD = tl.constexpr(SCALE_FOLD_EXPONENT)  # e8m0 codes are biased exponents: the fold adds to them
 _P0_ROT, _P0_MASK = tl.constexpr(DECODE[0][0][0]), tl.constexpr(DECODE[0][0][1])
 _P1_ROT, _P1_MASK = tl.constexpr(DECODE[1][0][0]), tl.constexpr(DECODE[1][0][1])
 _P2_ROT, _P2_MASK = tl.constexpr(DECODE[2][0][0]), tl.constexpr(DECODE[2][0][1])
@@ -169,5 +174,5 @@ def word_values(raw, W_PTX: tl.constexpr, BLOCK_N: tl.constexpr, BYTES: tl.const
 def folded_e8m0_scales(raw):
     """e8m0 scale bytes (uint8) as bfloat16 scale x :data:`SCALE_FOLD`, 2^(e - 65), by their bits: exponent field
     e + 62. Codes above 192 (scales above 2^65) give infinity."""
-    field = tl.minimum(raw.to(tl.int32) + 62, 255)
+    field = tl.minimum(raw.to(tl.int32) + _E8M0_FOLD, 255)
     return (field << 7).to(tl.uint16).to(tl.bfloat16, bitcast=True)
