@@ -178,9 +178,11 @@ def shared_memory_problem(compiled, arch: int) -> str | None:
 
 #: PTX instructions counted by --stats: MMAs (Hopper's wgmma, Ampere-style mma.sync), per-thread async copies
 #: into shared memory (the pipelined loads), tensor-memory-accelerator copies (TMA_B) and stores to shared
-#: memory (layout conversions).
+#: memory (layout conversions); the words' decodes: e2m1 words' rotations (:mod:`moe_core_triton.e2m1_words`) and
+#: int4 words' shifts (:data:`moe_core_triton.int4_words.WORD_BF16_PTX`).
 PTX_COUNTS = {"wgmma": r"wgmma\.mma_async", "mma.sync": r"mma\.sync", "cp.async": r"cp\.async\.c[ag]",
-              "tma": r"cp\.async\.bulk\.tensor", "st.shared": r"st\.shared", "shf.wrap": r"shf\.r\.wrap"}
+              "tma": r"cp\.async\.bulk\.tensor", "st.shared": r"st\.shared", "shf.wrap": r"shf\.r\.wrap",
+              "int4.words": r"shr\.u32 t, "}
 
 
 #: The launch options --stats prints as a GEMM's tile, "BLOCK_M x BLOCK_N x BLOCK_K".

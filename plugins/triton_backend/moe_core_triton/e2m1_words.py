@@ -5,19 +5,12 @@ other bit zero is the bfloat16 value of the code times 2^-126: exponent field e1
 2^(E - 127) (1 + m / 2) for E >= 1 and the subnormal m 2^-127 for E = 0, against 2^(E - 1) (1 + m / 2) and m / 2.
 
 :func:`to_words` (``prepare_weights``, once, on codes already in fragment order, :mod:`moe_core_triton.k_order`)
-re-stores each group of 4 bytes a thread hands the MMA together as one 32-bit word W, its bits placed so that the
-bfloat16 bits of each byte's two codes (the register the MMA takes) are W rotated right and masked, :data:`DECODE`:
-bytes 0 to 2 by one rotation each, byte 3 by two (four rotations of the pattern cannot tile 32 bits).
-:data:`WORD_BF16_PTX` decodes a word in 10 instructions for 8 values (one a byte permute that gathers the word),
+re-stores each group of 4 bytes a thread hands the MMA together (:mod:`moe_core_triton.words`) as one 32-bit word W,
+its bits placed so that the bfloat16 bits of each byte's two codes (the register the MMA takes) are W rotated right and
+masked, :data:`DECODE`: bytes 0 to 2 by one rotation each, byte 3 by two (four rotations of the pattern cannot tile 32
+bits). :data:`WORD_BF16_PTX` decodes a word in 10 instructions for 8 values (one a byte permute that gathers the word),
 against 21 for the table lookup of :data:`moe_core_triton.gemm.E2M1_BF16_PTX`, and the values need no interleave.
-
-Which 4 bytes: the MMA's 16-bit register operand gives a thread, per 16 x 16 block, the pairs of rows r and r + 8 at
-two K positions 8 apart, which fragment order stores as bytes j and j + 1 (j even) of a row; a thread's registers
-list them (r, j), (r + 8, j), (r, j + 1), (r + 8, j + 1): the word's bytes 0 to 3. So a word
-spans two rows of a tile: rows x and x + 8 of each 16 (w2: GEMM2 tiles), or for w13 gate row x and up row x, which a
-GATE_UP tile (gemm.py) holds 8 rows apart; GEMM1 over words always runs GATE_UP tiles. Only Hopper's wgmma register
-operand is known to hand a thread those bytes (:func:`moe_core_triton.kernel.words_by_ptx`); every other tile decodes
-the same words by integer operations on its logical rows and bytes (:func:`word_bits`).
+w13's words hold a gate row and its up row, so GEMM1 over e2m1 words always runs GATE_UP tiles.
 
 The 2^-126 is made up by the scales and the accumulator: the GEMM multiplies the patterns by scale x 2^62 in
 bfloat16 (:data:`SCALE_FOLD`; exact, subnormal inputs included) and the tile product by 2^64 (:data:`PRODUCT_FOLD`)
@@ -30,6 +23,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from moe_core_triton import words
 
 #: The bfloat16 bit (in a 16-bit half) each bit of an e2m1 code moves to: m, e0, e1, sign.
 CODE_BITS_AT = (6, 7, 8, 15)
@@ -59,25 +54,9 @@ def source_bits() -> list[tuple[int, int]]:
     return [held[bit] for bit in range(32)]
 
 
-def _word_groups(codes: torch.Tensor, gate_up: bool) -> torch.Tensor:
-    """A view of codes [E, rows, bytes] with the 4 bytes of each word last, in order (module docstring): rows x and
-    x + rows / 2 (``gate_up``: w13's gate and up rows) or x and x + 8 of each 16 (w2), bytes j and j + 1, j even."""
-    experts, rows, width = codes.shape
-    if width % 2 or (gate_up and rows % 2) or (not gate_up and rows % 16):
-        raise ValueError(f"e2m1 words need an even byte count and {'an even' if gate_up else 'a multiple of 16'} row count; "
-                         f"got {rows} rows of {width} bytes")
-    if gate_up:  # [E, member, x, j // 2, j % 2]
-        return codes.reshape(experts, 2, rows // 2, width // 2, 2).permute(0, 2, 3, 4, 1)
-    return codes.reshape(experts, rows // 16, 2, 8, width // 2, 2).permute(0, 1, 3, 4, 5, 2)
-
-
-def to_words(codes: torch.Tensor, gate_up: bool) -> torch.Tensor:
-    """Packed e2m1 codes [E, rows, bytes] (uint8, element 2j in the low nibble of byte j; in fragment order) with each
-    word's 4 bytes (module docstring; ``gate_up``: w13, whose rows are its gate rows then its up rows) re-stored as the
-    word :data:`DECODE` reads; same shape and dtype."""
-    codes = codes.contiguous()
-    groups = _word_groups(codes, gate_up)
-    old = groups.reshape(*groups.shape[:-2], 4).view(torch.int32).to(torch.int64) & 0xFFFFFFFF  # byte 2 (j % 2) + member
+def _rearranged(old: torch.Tensor) -> torch.Tensor:
+    """The 4 bytes of words (uint8 [..., 4], codes as packed) with their bits where :data:`DECODE` reads them."""
+    old = old.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
     moves: dict[int, int] = {}  # left rotation -> mask of the old bits it moves
     for bit, (code, code_bit) in enumerate(source_bits()):
         origin = 4 * code + code_bit
@@ -86,10 +65,14 @@ def to_words(codes: torch.Tensor, gate_up: bool) -> torch.Tensor:
     for rotation, mask in moves.items():
         part = old & mask
         new |= ((part << rotation) | (part >> (32 - rotation))) & 0xFFFFFFFF
-    out = torch.empty_like(codes)
-    _word_groups(out, gate_up).copy_(torch.where(new >= 1 << 31, new - (1 << 32), new).to(torch.int32).view(torch.uint8)
-                                     .reshape(groups.shape))
-    return out
+    return torch.where(new >= 1 << 31, new - (1 << 32), new).to(torch.int32).view(torch.uint8)
+
+
+def to_words(codes: torch.Tensor, gate_up: bool) -> torch.Tensor:
+    """Packed e2m1 codes [E, rows, bytes] (uint8, element 2j in the low nibble of byte j; in fragment order) with each
+    word's 4 bytes (:mod:`moe_core_triton.words`; ``gate_up``: w13, whose rows are its gate rows then its up rows)
+    re-stored as the word :data:`DECODE` reads; same shape and dtype."""
+    return words.to_words(codes, gate_up, _rearranged)
 
 
 def _ptx() -> str:
@@ -131,28 +114,17 @@ def _rotated_masked(w, ROT: tl.constexpr, MASK: tl.constexpr):
 
 
 @triton.jit
-def _halves(pair):
-    """A pair's bfloat16 patterns (uint32), low half first, as [..., 2] uint16."""
-    return tl.join(pair & 0xFFFF, pair >> 16).to(tl.uint16)
-
-
-@triton.jit
 def word_bits(raw, BLOCK_N: tl.constexpr, BYTES: tl.constexpr):
     """A tile of words (:func:`to_words`) [BLOCK_N, BYTES] (uint8, rows as the GEMM's tile holds them: a word's rows 8
     apart in each 16) as the bfloat16 patterns of its codes times 2^-126, [BLOCK_N, 2 BYTES] uint16 in stored order,
     by integer operations (:data:`DECODE`, what the PTX computes), whatever the tile's layout."""
-    groups = tl.permute(tl.reshape(raw.to(tl.uint32), (BLOCK_N // 16, 2, 8, BYTES // 2, 2)), (0, 2, 3, 4, 1))
-    by_j, by_j1 = tl.split(tl.permute(groups, (0, 1, 2, 4, 3)))  # [block, r, j // 2, member] at j and at j + 1
-    b0, b1 = tl.split(by_j)
-    b2, b3 = tl.split(by_j1)
+    b0, b1, b2, b3 = words.tile_bytes(raw, BLOCK_N, BYTES)
     w = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)
     p0 = _rotated_masked(w, _P0_ROT, _P0_MASK)
     p1 = _rotated_masked(w, _P1_ROT, _P1_MASK)
     p2 = _rotated_masked(w, _P2_ROT, _P2_MASK)
     p3 = _rotated_masked(w, _P3_ROT, _P3_MASK) | _rotated_masked(w, _P3_ROT2, _P3_MASK2)
-    # [block, r, j // 2, half, member, j % 2] -> [block, member, r, j // 2, j % 2, half]
-    values = tl.join(tl.join(_halves(p0), _halves(p1)), tl.join(_halves(p2), _halves(p3)))
-    return tl.reshape(tl.permute(values, (0, 4, 1, 2, 5, 3)), (BLOCK_N, 2 * BYTES))
+    return words.pairs_in_stored_order(p0, p1, p2, p3, BLOCK_N, BYTES)
 
 
 @triton.jit
@@ -162,9 +134,7 @@ def word_values(raw, W_PTX: tl.constexpr, BLOCK_N: tl.constexpr, BYTES: tl.const
     operand, whose layout hands the PTX a word's 4 bytes together: :func:`moe_core_triton.kernel.words_by_ptx`), else by
     :func:`word_bits`."""
     if W_PTX:
-        twice = tl.interleave(raw, raw)  # one element per value: the PTX gives each its own
-        values = tl.inline_asm_elementwise(WORD_BF16_PTX, "=r,=r,=r,=r,r,r", [twice], dtype=tl.bfloat16, is_pure=True,
-                                           pack=8)
+        values = words.by_ptx(raw, WORD_BF16_PTX)
     else:
         values = word_bits(raw, BLOCK_N, BYTES).to(tl.bfloat16, bitcast=True)
     return values

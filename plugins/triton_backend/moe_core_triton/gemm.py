@@ -39,7 +39,9 @@ bits of an e4m3 float (2, fp8 weights read as uint8, so no fp8 hardware is neede
 their bits), or e2m1 made exact 16-bit values and scaled in 16 bits (3: where the scales are exact in the activations'
 dtype; the per-expert global scale then multiplies the accumulator after the K loop), or e2m1 codes stored as words
 whose bits, rotated and masked, are bfloat16 patterns of the codes times 2^-126 (4, in fragment order under bfloat16:
-:mod:`moe_core_triton.e2m1_words`; the 2^-126 made up by the scales and the accumulator); e2m1 codes scaled in float32 (1)
+:mod:`moe_core_triton.e2m1_words`; the 2^-126 made up by the scales and the accumulator), or symmetric int4 codes
+stored as words whose shifted, masked nibbles are the bfloat16 values 128 + code (5, in fragment order under bfloat16:
+:mod:`moe_core_triton.int4_words`; the 128 subtracted with the zero point); e2m1 codes scaled in float32 (1)
 become float16 by moving their bits (the exponent-bias difference folds into the scale). The
 codes are read as stored ([BLOCK_N, K bytes], K contiguous: vectorized loads, each byte once) and
 the dequantized tile is transposed for the MMA (or, with SWAP_AB, used as it is). Value = (code -
@@ -58,7 +60,8 @@ BLOCK_N weight rows holding BLOCK_N / 2 columns' gate rows and their up rows, in
 (:func:`gate_up_rows`), into one accumulator, and splits it into gate and up after the K loop (:func:`gate_and_up`).
 Two accumulators of 256 token rows do not fit the registers; one does, so each dequantized weight serves 256 rows
 instead of 128 (on the H100, Mixtral-8x7B's mxfp4 GEMM1 at 4096 tokens took 3691 µs against 4724 µs with two). GEMM1
-over e2m1 words (``W_CODES`` 4) always runs GATE_UP tiles, split K included: a word spans a gate row and its up row.
+over e2m1 words (``W_CODES`` 4) always runs GATE_UP tiles, split K included: a word spans a gate row and its up row;
+over int4 words (5) never: a word spans gate rows x and x + 8 (:mod:`moe_core_triton.words`).
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
@@ -99,6 +102,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from moe_core_triton import int4_words
 from moe_core_triton.blocks import pairs_of_block
 from moe_core_triton.e2m1_words import PRODUCT_FOLD, folded_e8m0_scales, word_values
 from moe_core_triton.k_order import codes_in_k_order
@@ -378,15 +382,26 @@ INT4_BIAS_FP16 = tl.constexpr(1024.0)
 
 
 @triton.jit
-def int4_minus_zero(raw, zero, dtype: tl.constexpr, W_PTX: tl.constexpr):
-    """Packed 4-bit codes (:func:`biased_int4`) minus ``zero`` (float32, 0..15, one per row) as ``dtype`` (bfloat16 or
-    float16): bias + code, less bias + zero in ``dtype``. Every value involved is a small integer, so the result is
+def biased_int4_values(raw, dtype: tl.constexpr, W_CODES: tl.constexpr, W_PTX: tl.constexpr):
+    """int4 codes as ``dtype`` values bias + code: packed bytes made so (:func:`biased_int4`), or with ``W_CODES`` 5
+    the values :func:`stored_weight_tile` made of int4 words already (:mod:`moe_core_triton.int4_words`, bfloat16)."""
+    if W_CODES == 5:
+        values = raw
+    else:
+        values = biased_int4(raw, dtype, W_PTX)
+    return values
+
+
+@triton.jit
+def int4_minus_zero(biased, zero, dtype: tl.constexpr):
+    """int4 values bias + code (:func:`biased_int4_values`) minus ``zero`` (float32, 0..15, one per row) as ``dtype``
+    (bfloat16 or float16): less bias + zero in ``dtype``. Every value involved is a small integer, so the result is
     exact: the same bits as converting ``code - zero`` itself."""
     if dtype == tl.bfloat16:
         bias = INT4_BIAS_BF16
     else:
         bias = INT4_BIAS_FP16
-    return biased_int4(raw, dtype, W_PTX) - (zero + bias).to(dtype)[:, None]
+    return biased - (zero + bias).to(dtype)[:, None]
 
 
 @triton.jit
@@ -400,10 +415,11 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
     tile) the scales are left out: the caller multiplies the tile product by them instead; 4-bit integer codes and
     e4m3 codes are then returned as ``dtype`` (:func:`int4_minus_zero`, :func:`e4m3_values`). Values are made by PTX
     with ``W_PTX`` where the functions named have a PTX path."""
-    INT4_DIRECT: tl.constexpr = SCALE_AFTER_DOT and W_PACKED and W_CODES == 0 and (dtype == tl.bfloat16 or dtype == tl.float16)
+    INT4: tl.constexpr = W_PACKED and (W_CODES == 0 or W_CODES == 5)  # int4 codes, as bytes or as words
+    INT4_DIRECT: tl.constexpr = SCALE_AFTER_DOT and INT4 and (dtype == tl.bfloat16 or dtype == tl.float16)
     IN_DTYPE: tl.constexpr = SCALE_16 and not SCALE_AFTER_DOT  # scaled weights made in dtype
-    # int4 codes made in dtype are bias + code (biased_int4): the bias is subtracted with the zero point.
-    INT4_BIAS: tl.constexpr = (INT4_BIAS_BF16 if dtype == tl.bfloat16 else INT4_BIAS_FP16) if IN_DTYPE and W_PACKED and W_CODES == 0 else 0.0
+    # int4 codes made in dtype are bias + code (biased_int4_values): the bias is subtracted with the zero point.
+    INT4_BIAS: tl.constexpr = (INT4_BIAS_BF16 if dtype == tl.bfloat16 else INT4_BIAS_FP16) if IN_DTYPE and INT4 else 0.0
     if INT4_DIRECT:  # decode tiles of int4 codes: one group per tile, no scales here
         if W_ZERO == 2:
             zero = tl.load(z_ptrs + (k0 // W_GROUP) * stride_bsk, mask=n_ok, other=0).to(tl.float32)
@@ -411,7 +427,7 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
             zero = tl.full((BLOCK_N,), 8.0, tl.float32)
         else:
             zero = tl.zeros((BLOCK_N,), tl.float32)
-        values = int4_minus_zero(raw, zero, dtype, W_PTX)
+        values = int4_minus_zero(biased_int4_values(raw, dtype, W_CODES, W_PTX), zero, dtype)
     elif W_CODES == 4:  # e2m1 words: stored_weight_tile made the values (times 2^-126), scaled in dtype below
         values = raw
     elif W_CODES == 3:  # e2m1 as exact dtype values, scaled in dtype below
@@ -423,7 +439,7 @@ def dequantize_tile(raw, k0, K, s_ptrs, z_ptrs, stride_bsk, n_ok, global_scale, 
         if not SCALE_AFTER_DOT and not SCALE_16:
             values = values.to(tl.float32)
     elif W_PACKED and IN_DTYPE:  # int4: bias + code, less bias + 8 here or bias + zero point below (exact)
-        values = biased_int4(raw, dtype, W_PTX)
+        values = biased_int4_values(raw, dtype, W_CODES, W_PTX)
         if W_ZERO == 1:
             values = values - (INT4_BIAS + 8.0)
     elif not W_PACKED:  # 8-bit integer codes (int8: moe_core_triton.kernel.signed_bytes): exact dtype values
@@ -463,10 +479,13 @@ def stored_weight_tile(ptrs, mask, dtype, k0, K, s_ptrs, z_ptrs, stride_bsk, n_o
                        BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """A weight tile as stored, [BLOCK_N, BLOCK_K] (K contiguous): loaded, and dequantized to ``dtype`` when W_ONLY
     (codes stored in fragment order, ``W_PERMUTED``, put back in K order first: :mod:`moe_core_triton.k_order`; e2m1
-    words, ``W_CODES`` 4, made values in their stored order first, which then go back in K order)."""
+    or int4 words, ``W_CODES`` 4 or 5, made values in their stored order first, which then go back in K order)."""
     raw = tl.load(ptrs, mask=mask, other=0.0)
-    if W_CODES == 4:
-        raw = word_values(raw, W_PTX, BLOCK_N, BLOCK_K // 2)
+    if W_CODES == 4 or W_CODES == 5:
+        if W_CODES == 4:
+            raw = word_values(raw, W_PTX, BLOCK_N, BLOCK_K // 2)
+        else:
+            raw = int4_words.word_values(raw, W_PTX, BLOCK_N, BLOCK_K // 2)
         if W_PERMUTED:
             raw = codes_in_k_order(raw, False, BLOCK_N, BLOCK_K)
     elif W_PERMUTED:

@@ -30,7 +30,7 @@ from moe_core.quant import BLOCK_128, QuantDtype, QuantKey, ScaleDtype, scheme_f
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.support import Support
 from moe_core.weights import ExpertWeights
-from moe_core_triton import configs, e2m1_words
+from moe_core_triton import configs, e2m1_words, int4_words
 from moe_core_triton.blocks import ARRIVALS, BlockTable, PairTable, batched_table, cdiv, next_power_of_2, pair_table, standard_table, stream_words
 from moe_core_triton.fused import fused_launcher, fused_layer
 from moe_core_triton.gemm import gated_rows_kernel, moe_gemm_kernel
@@ -263,7 +263,7 @@ def wgmma_gpu() -> bool:
 
 
 def words_by_ptx(lc: configs.LaunchConfig) -> bool:
-    """Whether a GEMM tile over e2m1 words (:mod:`moe_core_triton.e2m1_words`) may decode them by PTX: the weights
+    """Whether a GEMM tile over words (:mod:`moe_core_triton.words`: e2m1 or int4 codes) may decode them by PTX: the weights
     are Hopper's wgmma register operand (SWAP_AB, whole warpgroup tiles of 64 rows, :func:`wgmma_gpu`), whose
     layout hands a thread a word's 4 bytes together. Other tiles (narrower ones take mma.sync, unswapped ones feed the
     weights from shared memory) may hand it other bytes: measured on the H100, a 32-row swapped tile decoded garbage by
@@ -332,7 +332,8 @@ class TritonKernel(MoEKernel):
         codes and zero points of 8-bit integers (w8a16-zp) are stored as int8 less 128
         (:func:`signed_bytes`), and the codes :meth:`WeightOnly.permutes` names (K whole chunks of 64)
         are stored in the K order of the MMA's register fragments (:mod:`moe_core_triton.k_order`), e2m1 codes there
-        under bfloat16 as words (:mod:`moe_core_triton.e2m1_words`, nvfp4's scales then times its ``SCALE_FOLD``).
+        under bfloat16 as words (:mod:`moe_core_triton.e2m1_words`, nvfp4's scales then times its ``SCALE_FOLD``), int4
+        codes there as words too (:mod:`moe_core_triton.int4_words`) where :attr:`int4_words` says.
         Weights this method prepared are refused: their codes would be permuted twice.
         """
         if weights.prepared_by is not None:
@@ -343,7 +344,6 @@ class TritonKernel(MoEKernel):
         dtype_scales = self.weight_only is not None and self.weight_only.scales_in_dtype
         float_bits = self.weight_only is not None and self.weight_only.codes == 2  # fp8 codes read as their bytes
         unsigned_bytes = self.weight_only is not None and self.weight_only.eight_bit_ints and self.weight_only.zero == 2
-        words = self.e2m1_words
         for name in ("w13", "w2", "w13_scale", "w2_scale", "a13_scale", "a2_scale", "w13_zero", "w2_zero"):
             t = getattr(weights, name)
             if t is None:
@@ -353,7 +353,11 @@ class TritonKernel(MoEKernel):
                 codes = signed_bytes(codes) if unsigned_bytes else codes
                 k = t.shape[-1] * (2 if self.weight_only.packed else 1)
                 codes = permute_k(codes, self.weight_only.packed) if self.codes_permuted(k) else codes
-                fix[name] = e2m1_words.to_words(codes, gate_up=name == "w13") if words else codes
+                if self.e2m1_words:
+                    codes = e2m1_words.to_words(codes, gate_up=name == "w13")
+                elif self.int4_words:
+                    codes = int4_words.to_words(codes)
+                fix[name] = codes
             elif name in ("w13_zero", "w2_zero") and unsigned_bytes:
                 fix[name] = signed_bytes(t.contiguous())
             elif name in ("w13", "w2", "w13_zero", "w2_zero"):
@@ -361,7 +365,7 @@ class TritonKernel(MoEKernel):
             elif packed_scales and name in ("w13_scale", "w2_scale"):
                 fix[name] = t.contiguous().view(torch.uint8)
             elif dtype_scales and name in ("w13_scale", "w2_scale"):  # e4m3 values: x 2^62 exact in bfloat16 too
-                fix[name] = (t.float() * e2m1_words.SCALE_FOLD if words else t).to(self.config.dtype).contiguous()
+                fix[name] = (t.float() * e2m1_words.SCALE_FOLD if self.e2m1_words else t).to(self.config.dtype).contiguous()
             else:
                 fix[name] = t.float().contiguous()
         for name in ("w13_global_scale", "w2_global_scale"):
@@ -678,11 +682,11 @@ class TritonKernel(MoEKernel):
             SCALES=mode.scales, A_PER_ROW=mode.a_per_row, B_PER_COL=mode.b_per_col, INT8=mode.int8,
             GROUP_N=BLOCK_SCALE_GROUP, GROUP_K=BLOCK_SCALE_GROUP, ONE_B_SCALE=self._one_weight_scale_per_tile(lc, gated),
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
-            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=4 if self.e2m1_words else wo.codes_for(self.config.dtype), W_ZERO=wo.zero,
+            W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=self._weight_codes, W_ZERO=wo.zero,
             W_SCALE=wo.stored_scale,
             W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
             SCALE_AFTER_DOT=self._scales_after_dot(lc, k), SCALE_16=wo.scales_in(self.config.dtype),
-            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype) and (not self.e2m1_words or words_by_ptx(lc)),
+            W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype) and (not self._stores_words or words_by_ptx(lc)),
             W_PERMUTED=self.codes_permuted(k),
             BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
             SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
@@ -707,16 +711,50 @@ class TritonKernel(MoEKernel):
         return self.mode.scales == 2 and BLOCK_SCALE_GROUP % lc.BLOCK_N == 0 and (not gated or i % BLOCK_SCALE_GROUP == 0)
 
     @functools.cached_property
-    def e2m1_words(self) -> bool:
-        """Whether this layer's e2m1 codes are stored as words (:mod:`moe_core_triton.e2m1_words`, ``W_CODES`` 4):
-        GEMMs compiled for an sm_90 (:data:`NVIDIA_PTX` and :func:`wgmma_gpu`: only Hopper's wgmma takes the words' PTX,
-        elsewhere their integer decode would cost more than the table; the interpreter also flushes the bfloat16
-        subnormals the words' values are), bfloat16 activations, both GEMMs' codes in fragment order, and w2's rows (the
-        hidden size) whole blocks of 16 (a word spans rows x and x + 8). GEMM1 then runs GATE_UP tiles
-        (:meth:`_gemm1_over_words`), which hold a word's gate and up rows."""
+    def _words_fit(self) -> bool:
+        """What every layer whose codes are stored as words (:mod:`moe_core_triton.words`) needs: GEMMs compiled for an
+        sm_90 (:data:`NVIDIA_PTX` and :func:`wgmma_gpu`: only Hopper's wgmma is known to hand a thread a word's bytes,
+        elsewhere the words' integer decode would cost more than decoding bytes as they are), a weight-only scheme with
+        bfloat16 activations, and both GEMMs' codes in fragment order, whose whole chunks of 64 along K make w2's and
+        w13's rows (the hidden size, twice the intermediate size) whole blocks of 16, as words need (a word spans rows
+        x and x + 8)."""
         cfg, wo = self.config, self.weight_only
-        return (NVIDIA_PTX and wo is not None and wo.codes == 1 and cfg.dtype == torch.bfloat16 and cfg.hidden_size % 16 == 0
-                and wo.permutes(cfg.hidden_size) and wo.permutes(cfg.intermediate_size) and wgmma_gpu())
+        return (NVIDIA_PTX and wo is not None and cfg.dtype == torch.bfloat16 and wo.permutes(cfg.hidden_size)
+                and wo.permutes(cfg.intermediate_size) and wgmma_gpu())
+
+    @functools.cached_property
+    def e2m1_words(self) -> bool:
+        """Whether this layer's e2m1 codes are stored as words (:mod:`moe_core_triton.e2m1_words`, ``W_CODES`` 4), where
+        words fit (:attr:`_words_fit`; float16 and the interpreter, which flushes the bfloat16 subnormals the words'
+        values are, keep the table). GEMM1 then runs GATE_UP tiles (:meth:`_gemm1_over_words`), which hold a word's
+        gate and up rows."""
+        return self._words_fit and self.weight_only.codes == 1
+
+    @functools.cached_property
+    def int4_words(self) -> bool:
+        """Whether this layer's symmetric int4 codes (w4a16) are stored as words (:mod:`moe_core_triton.int4_words`,
+        ``W_CODES`` 5), where words fit (:attr:`_words_fit`; float16 layers keep bytes: their prefill tiles scale the
+        integer codes in float32). w13's words span gate rows x and x + 8, so GEMM1 then runs tiles that are not
+        GATE_UP (:meth:`_gemm1_over_words`). int4 codes with zero points (w4a16-zp) keep bytes: their fastest GEMM1
+        tile at 4096 tokens is a 256-row GATE_UP one (H100, Mixtral-8x7B: 7.0% slower on words after a search on
+        them), and words sped their decode up by 0.4 to 6.5% only (w4a16: 1.3 to 9.9%, 4096 tokens 1.5 to 2.3%
+        slower; docs/benchmarks/weight-only-h100.md, session 42)."""
+        wo = self.weight_only
+        return self._words_fit and wo.packed and wo.codes == 0 and wo.zero == 1
+
+    @property
+    def _stores_words(self) -> bool:
+        """Whether this layer's codes are stored as words of either kind."""
+        return self.e2m1_words or self.int4_words
+
+    @property
+    def _weight_codes(self) -> int:
+        """``W_CODES``: 4 or 5 for e2m1 or int4 words, else what the scheme's codes are for the activations' dtype."""
+        if self.e2m1_words:
+            return 4
+        if self.int4_words:
+            return 5
+        return (self.weight_only or NOT_WEIGHT_ONLY).codes_for(self.config.dtype)
 
     def codes_permuted(self, k: int) -> bool:
         """Whether this layer's weight codes of reduction size ``k`` are stored in fragment order
@@ -729,10 +767,16 @@ class TritonKernel(MoEKernel):
         return BLOCK_SCALE_GROUP if self.mode.scales == 2 else None
 
     def _gemm1_over_words(self, lc: configs.LaunchConfig) -> configs.LaunchConfig:
-        """``lc`` for GEMM1 of a layer whose codes are e2m1 words (:attr:`e2m1_words`): a GATE_UP tile with the same
-        output columns (twice the rows, up to 256), the only tile that holds a word's gate and up rows."""
+        """``lc`` for GEMM1 of a layer whose codes are words: over e2m1 words (:attr:`e2m1_words`) a GATE_UP tile with the
+        same output columns (twice the rows, up to 256), the only tile that holds a word's gate and up rows; over int4
+        words (:attr:`int4_words`) a tile that is not GATE_UP, the same weight rows, which holds a word's rows x and
+        x + 8, and at most 128 token rows: two accumulators of 256 rows do not fit the registers (gemm.py; on the H100,
+        with w4a16-zp stored as words then, Mixtral-8x7B's layer at 4096 tokens took 21.7 ms instead of 6.4 with its
+        256-row GATE_UP entry run so)."""
         if self.e2m1_words and not lc.GATE_UP:
             return replace(lc, GATE_UP=True, BLOCK_N=min(2 * lc.BLOCK_N, 256))
+        if self.int4_words and lc.GATE_UP:
+            return replace(lc, GATE_UP=False, BLOCK_M=min(lc.BLOCK_M, 128))
         return lc
 
     def as_run(self, lc: configs.LaunchConfig, k: int, device: torch.device, gemm: int | None = None) -> configs.LaunchConfig:
@@ -742,7 +786,8 @@ class TritonKernel(MoEKernel):
         whose weight rows are not a multiple of 16 bytes (a tensor descriptor's row stride must be); a
         :attr:`deterministic` kernel runs its tiles unsplit; ``GATE_UP`` tiles are weight-only GEMM1 tiles whose K is
         not split (a split GEMM1 sums its gate and up products apart), except over e2m1 words, whose GEMM1 (``gemm``
-        1; :meth:`gemm_launch` applies it too) runs only GATE_UP tiles (:meth:`_gemm1_over_words`)."""
+        1; :meth:`gemm_launch` applies it too) runs only GATE_UP tiles, and never over int4 words
+        (:meth:`_gemm1_over_words`)."""
         if lc.TMA_B and (self.weight_only is not None or k * self._weight_bytes % 16 or not has_tma(device)):
             lc = replace(lc, TMA_B=False)
         if self.deterministic and lc.SPLIT_K > 1:

@@ -50,11 +50,13 @@ def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, d
     if "--swap-ab" in options:  # the point of the transposed product: 16-token tiles on Hopper's wgmma instead of mma.sync
         gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line]
         assert gemms and all("wgmma=0" not in line and "mma.sync=0" in line for line in gemms), gemms
-    if "--gate-up" in options:  # e2m1 words (bfloat16) by their PTX in Hopper's swapped warpgroup tiles (kernel.words_by_ptx)
+    if "--gate-up" in options:  # e2m1 and int4 words (bfloat16) by their PTX in Hopper's swapped warpgroup tiles (kernel.words_by_ptx)
         gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line and "compiled above" not in line]
-        fp4 = [line for line in gemms if " nvfp4-w4a16 " in line or " mxfp4 " in line]
-        assert fp4 and all(("shf.wrap=0" in line) == (int(line.split("moe_gemm_kernel ")[1].split("x")[1]) % 64 != 0) for line in fp4), fp4
-        assert all("shf.wrap=0" in line for line in gemms if line not in fp4), gemms
+        for count, words in (("shf.wrap", (" nvfp4-w4a16 ", " mxfp4 ")), ("int4.words", (" w4a16 ",))):
+            mine = [line for line in gemms if any(scheme in line for scheme in words)]
+            by_ptx = [int(line.split("moe_gemm_kernel ")[1].split("x")[1]) % 64 == 0 for line in mine]
+            assert mine and all((f"{count}=0" not in line) == ptx for line, ptx in zip(mine, by_ptx)), mine
+            assert all(f"{count}=0" in line for line in gemms if line not in mine), gemms
     if "--tma-b" in options:  # weight tiles by the tensor memory accelerator, except weight-only codes (pointer loads)
         gemms = [line for line in done.stdout.splitlines() if "moe_gemm_kernel" in line and "compiled above" not in line]
         assert gemms and all(("tma=0" in line) == any(f" {s} " in line for s in WEIGHT_ONLY_SCHEMES) for line in gemms), gemms

@@ -16,8 +16,9 @@ from moe_core.quantization import fp4
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.routing import Routing
 from moe_core_triton.e2m1_words import (CODE_BITS_AT, DECODE, PAIR_MASK, PRODUCT_FOLD, SCALE_FOLD, folded_e8m0_scales,
-                                        source_bits, to_words, word_bits, word_values)
+                                        source_bits, to_words)
 from moe_core_triton.kernel import TritonKernel
+from word_tiles import decoded_by_the_gemm, every_code_everywhere, in_stored_order, thread_registers, tile_rows
 
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
@@ -31,12 +32,6 @@ def patterns(codes: torch.Tensor) -> torch.Tensor:
     return sum(((codes >> i) & 1) << at for i, at in enumerate(CODE_BITS_AT))
 
 
-def every_code_everywhere(experts: int, rows: int, width: int) -> torch.Tensor:
-    """Codes [experts, rows, width] (values along K) in which every code meets every position of a word."""
-    k = torch.arange(width)[None, None, :]
-    return ((k + 5 * torch.arange(rows)[None, :, None] + 3 * torch.arange(experts)[:, None, None] + (k // 8) * 3) % 16).to(torch.uint8)
-
-
 def decoded(words: torch.Tensor) -> torch.Tensor:
     """int32 words [..., n] read as DECODE says (in Python): the bfloat16 patterns of their bytes' codes, [..., 8 n]."""
     words = words.long() & 0xFFFFFFFF
@@ -45,15 +40,6 @@ def decoded(words: torch.Tensor) -> torch.Tensor:
         pair = sum((((words >> r) | (words << (32 - r))) & 0xFFFFFFFF) & m for r, m in terms)
         pairs += [pair & 0xFFFF, pair >> 16]
     return torch.stack(pairs, dim=-1).flatten(-2).int()
-
-
-def tile_rows(rows: int, gate_up: bool) -> torch.Tensor:
-    """The weight rows a GEMM tile holds in order: w13's in GATE_UP runs (8 gate rows, then their up rows), else as
-    stored."""
-    if not gate_up:
-        return torch.arange(rows)
-    half = rows // 2
-    return torch.cat([torch.cat([torch.arange(x, x + 8), half + torch.arange(x, x + 8)]) for x in range(0, half, 8)])
 
 
 def test_every_code_bit_has_one_place_in_a_word():
@@ -80,9 +66,8 @@ def test_a_word_holds_rows_8_apart_in_a_tile_at_bytes_j_and_j_plus_1(gate_up):
     bytes j and j + 1) and read as DECODE says: each byte's codes, in place."""
     codes = every_code_everywhere(2, 32, 64)
     words = to_words(fp4.pack_nibbles(codes), gate_up)[:, tile_rows(32, gate_up)]  # [E, tile rows, bytes]
-    registers = words.reshape(2, 2, 2, 8, 16, 2).permute(0, 1, 3, 4, 5, 2).reshape(2, 2, 8, 16, 4)  # j % 2, then r + 8
-    values = decoded(registers.contiguous().view(torch.int32)[..., 0])  # [E, block, r, j // 2, (j % 2, member, half)]
-    values = values.reshape(2, 2, 8, 16, 2, 2, 2).permute(0, 1, 5, 2, 3, 4, 6).reshape(2, 32, 64)
+    values = decoded(thread_registers(words).contiguous().view(torch.int32))  # [E, block, r, j // 2, 8]
+    values = in_stored_order(values.reshape(*values.shape[:-1], 4, 2))
     assert torch.equal(values, patterns(codes[:, tile_rows(32, gate_up)]))
 
 
@@ -93,29 +78,13 @@ def test_words_need_tiles_of_whole_word_rows():
         to_words(torch.zeros(1, 16, 5, dtype=torch.uint8), gate_up=True)
 
 
-@triton.jit
-def _word_bits_kernel(words_ptr, out_ptr, ROWS: tl.constexpr, BYTES: tl.constexpr):
-    raw = tl.load(words_ptr + tl.arange(0, ROWS)[:, None] * BYTES + tl.arange(0, BYTES)[None, :])
-    bits = word_bits(raw, ROWS, BYTES).to(tl.int16, bitcast=True)
-    tl.store(out_ptr + tl.arange(0, ROWS)[:, None] * (2 * BYTES) + tl.arange(0, 2 * BYTES)[None, :], bits)
-
-
 @pytest.mark.parametrize("gate_up", [True, False], ids=["w13", "w2"])
 def test_the_gemms_integer_decode_of_a_tile_gives_each_codes_pattern(gate_up):
     """gemm's decode of a tile of words by integer operations (e2m1_words.word_bits: the interpreter, and tiles whose
     weights are not the MMA's register operand), whatever the layout: every code in every position, bit for bit."""
     codes = every_code_everywhere(1, 32, 256)
     tile = to_words(fp4.pack_nibbles(codes), gate_up)[0, tile_rows(32, gate_up)].contiguous()
-    out = torch.empty(32, 256, dtype=torch.int16, device=DEVICE)
-    _word_bits_kernel[(1,)](tile.to(DEVICE), out, ROWS=32, BYTES=128)
-    assert torch.equal(out.cpu().int() & 0xFFFF, patterns(codes[0, tile_rows(32, gate_up)]))
-
-
-@triton.jit
-def _word_ptx_kernel(words_ptr, out_ptr, ROWS: tl.constexpr, BYTES: tl.constexpr):
-    raw = tl.load(words_ptr + tl.arange(0, ROWS)[:, None] * BYTES + tl.arange(0, BYTES)[None, :])
-    bits = word_values(raw, True, ROWS, BYTES).to(tl.int16, bitcast=True)
-    tl.store(out_ptr + tl.arange(0, ROWS)[:, None] * (2 * BYTES) + tl.arange(0, 2 * BYTES)[None, :], bits)
+    assert torch.equal(decoded_by_the_gemm(tile, int4=False, ptx=False), patterns(codes[0, tile_rows(32, gate_up)]))
 
 
 @pytest.mark.skipif(not GPU, reason="PTX runs compiled for an NVIDIA GPU")
@@ -123,9 +92,7 @@ def test_the_ptx_decodes_a_word_handed_to_it_in_one_piece():
     """WORD_BF16_PTX on words whose 4 bytes a thread holds in order (a plain tile of consecutive words): each byte's
     codes as DECODE gives them, for random words (the GEMM tests check the bytes the MMA's layout hands it)."""
     words = torch.randint(-2**31, 2**31, (16, 32), generator=torch.Generator().manual_seed(2), dtype=torch.int64).int()
-    out = torch.empty(16, 256, dtype=torch.int16, device=DEVICE)
-    _word_ptx_kernel[(1,)](words.view(torch.uint8).to(DEVICE), out, ROWS=16, BYTES=128)
-    assert torch.equal(out.cpu().int() & 0xFFFF, decoded(words))
+    assert torch.equal(decoded_by_the_gemm(words.view(torch.uint8), int4=False, ptx=True), decoded(words))
 
 
 @triton.jit

@@ -24,7 +24,7 @@ from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
 from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.e2m1_words import SCALE_FOLD
-from moe_core_triton.gemm import e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
+from moe_core_triton.gemm import biased_int4, e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only, wgmma_gpu
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -197,7 +197,7 @@ def test_gate_and_up_rows_in_one_tile_match_the_reference(name):
     """GATE_UP GEMM1 tiles (gemm.py): runs of 8 gate rows and the same columns' up rows in one tile and one
     accumulator, split into gate and up after the K loop. Swapped or not on K-ordered codes of odd sizes (a partial
     last tile of columns, partial scale groups, an expert map), and the 256-row swapped tile the tuner tries for
-    prefill on codes in fragment order."""
+    prefill on codes in fragment order (GATE_UP then turned off over int4 words, kernel.int4_words)."""
     from moe_core_triton.compile_check import launches_of
 
     h, i = layer_sizes(name)
@@ -213,7 +213,8 @@ def test_gate_and_up_rows_in_one_tile_match_the_reference(name):
     assert against_reference(tall, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
     gemm1 = [dict(launch.options) for launch in launches_of(name, 2, False, cfg.dtype, (256, 192), kernel_cls=tall)
              if launch.name == "moe_gemm_kernel" and dict(launch.options)["GATED"]]
-    assert [(o["GATE_UP"], o["W_PERMUTED"], o["BLOCK_M"]) for o in gemm1] == [(True, True, 256)]
+    int4_words = TritonKernel(cfg, *quant.scheme(name).keys).int4_words  # words of gate rows x and x + 8: never GATE_UP,
+    assert [(o["GATE_UP"], o["W_PERMUTED"], o["BLOCK_M"]) for o in gemm1] == [(False, True, 128) if int4_words else (True, True, 256)]  # nor 256 rows
 
 
 def test_gate_up_tiles_are_weight_only_gemm1_tiles_with_k_unsplit():
@@ -344,7 +345,7 @@ def _int4_minus_zero_kernel(codes_ptr, zero_ptr, out_ptr, DTYPE: tl.constexpr, W
     rows, cols = tl.arange(0, 16), tl.arange(0, 256)
     raw = tl.load(codes_ptr + rows[:, None] * 256 + cols[None, :])
     zero = tl.load(zero_ptr + rows).to(tl.float32)
-    tl.store(out_ptr + rows[:, None] * 512 + tl.arange(0, 512)[None, :], int4_minus_zero(raw, zero, DTYPE, W_PTX))
+    tl.store(out_ptr + rows[:, None] * 512 + tl.arange(0, 512)[None, :], int4_minus_zero(biased_int4(raw, DTYPE, W_PTX), zero, DTYPE))
 
 
 @pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["integer ops", "PTX"][: 2 if GPU else 1])
@@ -430,8 +431,9 @@ def test_e4m3_codes_become_their_exact_16_bit_values(dtype, ptx):
 def test_values_by_ptx_for_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(name, dtype, monkeypatch):
     """Compiled for an NVIDIA GPU (kernel.NVIDIA_PTX), the GEMMs make values by PTX (W_PTX): int4 codes, e4m3 codes,
     and e2m1 codes whose scales are applied in the activations' dtype (W_CODES 3: nvfp4 in float16); on an sm_90 in
-    bfloat16 e2m1 codes are stored as words (W_CODES 4), by PTX only in swapped warpgroup tiles (kernel.words_by_ptx);
-    8-bit integer codes keep Triton's conversions; the interpreter (the CPU tests) never gets PTX, nor words."""
+    bfloat16 e2m1 and symmetric int4 codes are stored as words (W_CODES 4 and 5), by PTX only in swapped warpgroup tiles
+    (kernel.words_by_ptx); 8-bit integer codes keep Triton's conversions; the interpreter (the CPU tests) never gets PTX,
+    nor words."""
     from moe_core_triton import kernel as kernel_module
     from moe_core_triton.compile_check import launches_of
 
@@ -440,12 +442,14 @@ def test_values_by_ptx_for_int4_e4m3_and_exact_e2m1_codes_compiled_for_nvidia(na
 
     fp4 = name in ("nvfp4-w4a16", "mxfp4")
     exact_e2m1 = name == "nvfp4-w4a16" or (name == "mxfp4" and dtype == torch.bfloat16)
-    words = fp4 and dtype == torch.bfloat16 and kernel_module.wgmma_gpu()  # K 256 and 128: whole chunks; w2: 256 rows
-    assert {g["W_CODES"] for g in gemms()} == {4 if words and GPU else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes}
+    int4 = name == "w4a16"  # symmetric int4 codes: w4a16-zp keeps bytes
+    words = (fp4 or int4) and dtype == torch.bfloat16 and kernel_module.wgmma_gpu()  # K 256 and 128: whole chunks
+    compiled_codes = (4 if fp4 else 5) if words else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes
+    assert {g["W_CODES"] for g in gemms()} == {compiled_codes if GPU else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes}
     if not GPU:
         assert {g["W_PTX"] for g in gemms()} == {False}
     monkeypatch.setattr(kernel_module, "NVIDIA_PTX", True)
     for g in gemms():
-        assert g["W_CODES"] == (4 if words else 3 if exact_e2m1 else weight_only(*quant.scheme(name).keys).codes)
+        assert g["W_CODES"] == compiled_codes
         by_ptx = kernel_module.words_by_ptx(LaunchConfig(16, g["BLOCK_N"], 64, 1, 4, 4, SWAP_AB=g["SWAP_AB"])) if words else True
         assert g["W_PTX"] == (by_ptx and (name in ("w4a16", "w4a16-zp", "fp8-w8a16", "fp8-block-w8a16") or exact_e2m1))
