@@ -9,7 +9,7 @@ re-stores each group of 4 bytes a thread hands the MMA together (:mod:`moe_core_
 its bits placed so that the bfloat16 bits of each byte's two codes (the register the MMA takes) are W rotated right and
 masked, :data:`DECODE`: bytes 0 to 2 by one rotation each, byte 3 by two (four rotations of the pattern cannot tile 32
 bits). :data:`WORD_BF16_PTX` decodes a word in 10 instructions for 8 values (one a byte permute that gathers the word),
-against 21 for the table lookup of :data:`moe_core_triton.gemm.E2M1_BF16_PTX`, and the values need no interleave.
+against 21 for the table lookup of :data:`moe_core_triton.dequantize.E2M1_BF16_PTX`, and the values need no interleave.
 w13's words hold a gate row and its up row, so GEMM1 over e2m1 words always runs GATE_UP tiles.
 
 The 2^-126 is made up by the scales and the accumulator: the GEMM multiplies the patterns by scale x 2^62 in

@@ -2,9 +2,9 @@
 values.
 
 A 4-bit code c ORed into the mantissa of bfloat16 128 (bits 0x4300) is the value 128 + c, exact (the GEMM subtracts 128
-with the zero point: :func:`moe_core_triton.gemm.int4_minus_zero`). The MMA takes a register of two K-consecutive values
+with the zero point: :func:`moe_core_triton.dequantize.int4_minus_zero`). The MMA takes a register of two K-consecutive values
 of a row: a byte's two codes, at bits 0 and 16. Bytes as they are hold a byte's two codes 4 bits apart, so their
-values come out of 4 bytes' low nibbles and high nibbles apart (:data:`moe_core_triton.gemm.INT4_BF16_PTX`, 8
+values come out of 4 bytes' low nibbles and high nibbles apart (:data:`moe_core_triton.dequantize.INT4_BF16_PTX`, 8
 instructions for 8 values) and are paired afterwards by byte permutes (one a register the MMA takes).
 
 :func:`to_words` (``prepare_weights``, once, on codes already in fragment order, :mod:`moe_core_triton.k_order`)

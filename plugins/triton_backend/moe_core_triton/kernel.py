@@ -73,7 +73,7 @@ _UNSEEN = object()
 SUM_TILE_ELEMENTS = 4096
 #: Whether the GEMM is compiled for NVIDIA GPUs, where it may use inline PTX, and not run by the interpreter
 #: (``TRITON_INTERPRET=1``: the CPU tests) or built for ROCm. The GEMMs then make the values of int4 codes, e4m3 codes and
-#: e2m1 codes made exact 16-bit values (``W_CODES`` 3, :meth:`WeightOnly.codes_for`) by PTX (``W_PTX`` in gemm.py).
+#: e2m1 codes made exact 16-bit values (``W_CODES`` 3, :meth:`WeightOnly.codes_for`) by PTX (``W_PTX``, :mod:`moe_core_triton.dequantize`).
 #: Symmetric int4 codes in K order measured slower by PTX on decode tiles (docs/benchmarks/weight-only-h100.md); stored in
 #: fragment order (:mod:`moe_core_triton.k_order`, every real model's K) a thread gets 4 whole bytes per PTX call and
 #: measured faster. Layers whose K is not whole chunks keep K order and take the PTX too (not timed: no preset has one).
@@ -130,7 +130,7 @@ def scale_mode(weight_key: QuantKey | None, activation_key: QuantKey | None) -> 
 
 @dataclass(frozen=True)
 class WeightOnly:
-    """How the GEMMs dequantize the codes of a weight-only scheme (the ``W_*`` constexprs of the GEMM)."""
+    """How the GEMMs dequantize the codes of a weight-only scheme (the ``W_*`` constexprs of the GEMM, :mod:`moe_core_triton.dequantize`)."""
 
     packed: bool  # two 4-bit codes per byte along K
     codes: int  # 0 integers, 1 e2m1, 2 e4m3 bits (fp8 weights read as uint8); see codes_for

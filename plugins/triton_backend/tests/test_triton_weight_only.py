@@ -24,7 +24,7 @@ from moe_core.testing import conformance
 from moe_core_triton.compile_check import layer_sizes, with_launch_fields
 from moe_core_triton.configs import LaunchConfig
 from moe_core_triton.e2m1_words import SCALE_FOLD
-from moe_core_triton.gemm import biased_int4, e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
+from moe_core_triton.dequantize import biased_int4, e2m1_values, e4m3_values, int4_minus_zero, int_codes_minus
 from moe_core_triton.kernel import TritonBatchedKernel, TritonKernel, WeightOnly, weight_only, wgmma_gpu
 from moe_core_triton.plugin import WEIGHT_ONLY_SCHEMES
 
@@ -351,8 +351,8 @@ def _int4_minus_zero_kernel(codes_ptr, zero_ptr, out_ptr, DTYPE: tl.constexpr, W
 @pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["integer ops", "PTX"][: 2 if GPU else 1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_int4_codes_become_16_bit_values_exactly_without_a_conversion(dtype, ptx):
-    """Decode tiles of int4 codes build each value from the code's bits (gemm.int4_minus_zero), in 32-bit integer
-    operations or, compiled for a GPU, in PTX (gemm.biased_int4): every packed byte (low nibble first) minus every zero
+    """Decode tiles of int4 codes build each value from the code's bits (dequantize.int4_minus_zero), in 32-bit integer
+    operations or, compiled for a GPU, in PTX (dequantize.biased_int4): every packed byte (low nibble first) minus every zero
     point (0..15, and the implicit 8) gives the same bits as converting the difference."""
     codes = torch.arange(256, dtype=torch.int32).repeat(16, 1)  # every byte in each row; row r: zero point r
     zeros = torch.arange(16, dtype=torch.uint8)
@@ -373,7 +373,7 @@ def _int_codes_minus_kernel(codes_ptr, out_ptr, BIAS: tl.constexpr):
 @pytest.mark.parametrize("bias", [0.0, 8.0])
 def test_integer_codes_become_float32_exactly_without_a_conversion(bias):
     """Prefill tiles of symmetric int4 codes scaled in float32 (float16 activations) make them float32 by their bits
-    (gemm.int_codes_minus): every code from -128 to 383, minus the implicit zero point where there is one, exactly."""
+    (dequantize.int_codes_minus): every code from -128 to 383, minus the implicit zero point where there is one, exactly."""
     codes = torch.arange(-128, 384, dtype=torch.int32)
     out = torch.empty(512, dtype=torch.float32, device=DEVICE)
     _int_codes_minus_kernel[(1,)](codes.to(DEVICE), out, BIAS=bias)
@@ -394,7 +394,7 @@ def _e2m1_values_kernel(codes_ptr, out_ptr, DTYPE: tl.constexpr, W_PTX: tl.const
 @pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["float16 bits", "PTX"][: 2 if GPU else 1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_e2m1_codes_become_their_exact_16_bit_values(dtype, ptx):
-    """fp4 decode and prefill tiles make e2m1 codes 16-bit values (gemm.e2m1_values), through float16 bits or, compiled
+    """fp4 decode and prefill tiles make e2m1 codes 16-bit values (dequantize.e2m1_values), through float16 bits or, compiled
     for a GPU, by table lookup in PTX: every packed byte (low nibble first), in every position of a tile, gives the
     code's value with its sign (the zero of code 8 negative)."""
     codes = (torch.arange(256, dtype=torch.int32)[None, :] + 17 * torch.arange(16)[:, None]) % 256  # each byte everywhere
@@ -415,7 +415,7 @@ def _e4m3_values_kernel(codes_ptr, out_ptr, DTYPE: tl.constexpr, W_PTX: tl.const
 @pytest.mark.parametrize("ptx", [False, True] if GPU else [False], ids=["float16 bits", "PTX"][: 2 if GPU else 1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_e4m3_codes_become_their_exact_16_bit_values(dtype, ptx):
-    """fp8 weight-only tiles make e4m3 bytes 16-bit values (gemm.e4m3_values), through float16 bits or, compiled for a
+    """fp8 weight-only tiles make e4m3 bytes 16-bit values (dequantize.e4m3_values), through float16 bits or, compiled for a
     GPU, in PTX: every byte but the two NaNs, in every position of a tile, gives torch's float8_e4m3fn value, subnormals
     and -0.0 included."""
     codes = ((torch.arange(256)[None, :] + 17 * torch.arange(16)[:, None]) % 256).to(torch.uint8)
