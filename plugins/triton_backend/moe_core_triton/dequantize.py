@@ -35,7 +35,7 @@ from moe_core_triton import int4_words
 from moe_core_triton.e2m1_words import PRODUCT_FOLD, folded_e8m0_scales, word_values
 from moe_core_triton.k_order import codes_in_k_order
 
-WORDS_PRODUCT_FOLD = tl.constexpr(PRODUCT_FOLD)
+E2M1_WORDS_PRODUCT_FOLD = tl.constexpr(PRODUCT_FOLD)
 
 
 @triton.jit
@@ -94,7 +94,7 @@ def product_fold(W_CODES: tl.constexpr):
     """What the tile product is multiplied by after the K loop: :data:`moe_core_triton.e2m1_words.PRODUCT_FOLD` for
     e2m1 words (``W_CODES`` 4), whose MMA inputs are the weights times its inverse; else 1."""
     if W_CODES == 4:
-        fold = WORDS_PRODUCT_FOLD
+        fold = E2M1_WORDS_PRODUCT_FOLD
     else:
         fold = 1.0
     return fold
