@@ -22,8 +22,9 @@ class LaunchConfig:
     """Tile sizes and launch options of one expert GEMM, which data files may choose per token count:
     ``SWAP_AB`` computes the transposed product (weights as the MMA's first operand), ``SPLIT_K``
     splits the K loop over that many programs, ``TMA_B`` loads the weight tiles with the Hopper tensor
-    memory accelerator and ``GATE_UP`` (a weight-only GEMM1) takes BLOCK_N / 2 gate rows and their up rows in one tile
-    and one accumulator (see gemm.py)."""
+    memory accelerator, ``GATE_UP`` (a weight-only GEMM1) takes BLOCK_N / 2 gate rows and their up rows in one tile
+    and one accumulator (see gemm.py), and ``GROUP_STEPS`` runs a weight-only decode tile's K step of several scale
+    groups as one step a group, each group's product scaled (:meth:`moe_core_triton.kernel.TritonKernel.k_steps`)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -35,6 +36,7 @@ class LaunchConfig:
     SPLIT_K: int = 1
     TMA_B: bool = False
     GATE_UP: bool = False
+    GROUP_STEPS: bool = False
 
     def __post_init__(self):
         for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):

@@ -46,6 +46,11 @@ over int4 words (5) never: a word spans gate rows x and x + 8 (:mod:`moe_core_tr
 
 ``EVEN_K`` (K a multiple of BLOCK_K) drops the K part of every load mask.
 
+``UNROLL``: K steps per iteration of the K loop (:meth:`moe_core_triton.kernel.TritonKernel.k_steps`), 1 unless a
+weight-only decode tile's K step of several scale groups runs as one step a group (the launch config's
+``GROUP_STEPS``): the software pipeline then keeps the bytes of UNROLL steps a stage in flight, as the wider step did,
+and each group's product is scaled (``SCALE_AFTER_DOT``) instead of every weight.
+
 ``TABLE_M``: the BLOCK_M the block table was built with, BLOCK_M itself unless GEMM2 reads GEMM1's table with a
 BLOCK_M that divides GEMM1's (:meth:`moe_core_triton.kernel.TritonKernel.shares_table`): each table block is then
 TABLE_M / BLOCK_M blocks of this launch, all of one expert, and a forward builds one table instead of two. An expert's
@@ -263,7 +268,8 @@ def moe_gemm_kernel(
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     SCALE_AFTER_DOT: tl.constexpr, SCALE_16: tl.constexpr, W_PTX: tl.constexpr, W_PERMUTED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr, QUANT_IN: tl.constexpr,
+    SPLIT_K: tl.constexpr, UNROLL: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr,
+    QUANT_IN: tl.constexpr,
     ROUND_FP8: tl.constexpr, GATE_UP: tl.constexpr,
     PAIR_TABLE: tl.constexpr, HAS_MAP: tl.constexpr, GUARD: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr,
     SUM_PAIRS: tl.constexpr, TOP_K: tl.constexpr, K_P2: tl.constexpr, SUM_T: tl.constexpr, TABLE_M: tl.constexpr,
@@ -358,7 +364,7 @@ def moe_gemm_kernel(
     else:
         first = 0
         last = k_tiles
-    for k in range(first, last):
+    for k in tl.range(first, last, loop_unroll_factor=UNROLL):
         k_ok = k_step_mask(offs_k, K, k, BLOCK_K, EVEN_K)
         if EVEN_K:  # every K tile is whole
             byte_ok = tl.full((BYTES_K,), True, tl.int1)

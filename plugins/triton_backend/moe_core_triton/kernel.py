@@ -53,6 +53,10 @@ REUSE_MAX_ELEMENTS = 4 << 20
 GATED_BLOCK_N = 1024
 #: The largest BLOCK_M whose weight-only GEMMs scale the tile product rather than the weights (decode tiles).
 SCALE_AFTER_DOT_MAX_BLOCK_M = 32
+#: The smallest scale group a decode tile's K step of several groups runs as one step a group for (``GROUP_STEPS``,
+#: :meth:`TritonKernel.k_steps`): 64 elements along K keep whole fragment-order chunks and rows of codes of 32 bytes or
+#: more per copy.
+UNROLLED_GROUP_MIN = 64
 #: Standard-format forwards of at most this many (token, expert) pairs use a PairTable (no table launch, the top-k
 #: sum inside GEMM2): each GEMM program then spends O(pairs) work grouping them, worth it where launches dominate.
 PAIR_TABLE_MAX_PAIRS = 64
@@ -676,6 +680,7 @@ class TritonKernel(MoEKernel):
         fp8 = self.activation_key is not None and self.activation_key.dtype is QuantDtype.FP8_E4M3  # the GEMM reads fp8 activations
         wo = self.weight_only or NOT_WEIGHT_ONLY
         group = wo.group_for(k)
+        block_k, unroll = self.k_steps(lc, k)
         return Launcher(
             moe_gemm_kernel, num_warps=lc.num_warps, num_stages=lc.num_stages,
             GATED=gated, ACT=self._act, CLAMP=gated and self._clamp, MUL_ROUTED_WEIGHT=weighted, ATOMIC_OUT=atomic,
@@ -684,25 +689,51 @@ class TritonKernel(MoEKernel):
             PROMOTE_EVERY=lc.BLOCK_K if fp8 else None,
             W_ONLY=self.weight_only is not None, W_PACKED=wo.packed, W_CODES=self._weight_codes, W_ZERO=wo.zero,
             W_SCALE=wo.stored_scale,
-            W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(lc.BLOCK_K // group, 1),
-            SCALE_AFTER_DOT=self._scales_after_dot(lc, k), SCALE_16=wo.scales_in(self.config.dtype),
+            W_GLOBAL=wo.global_scale, W_GROUP=group, W_GROUP_N=wo.group_n, GROUPS_PER_TILE=max(block_k // group, 1),
+            SCALE_AFTER_DOT=self._scales_after_dot(lc, block_k, k), SCALE_16=wo.scales_in(self.config.dtype),
             W_PTX=NVIDIA_PTX and wo.uses_ptx(self.config.dtype) and (not self._stores_words or words_by_ptx(lc)),
             W_PERMUTED=self.codes_permuted(k),
-            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=lc.BLOCK_K, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
-            SPLIT_K=lc.SPLIT_K, EVEN_K=k % lc.BLOCK_K == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in, ROUND_FP8=ROUND_IN_FP32,
+            BLOCK_M=lc.BLOCK_M, BLOCK_N=lc.BLOCK_N, BLOCK_K=block_k, GROUP_M=lc.GROUP_M, SWAP_AB=lc.SWAP_AB,
+            SPLIT_K=lc.SPLIT_K, UNROLL=unroll, EVEN_K=k % block_k == 0, TMA_B=lc.TMA_B, QUANT_OUT=quant_out, QUANT_IN=quant_in,
+            ROUND_FP8=ROUND_IN_FP32,
             GATE_UP=lc.GATE_UP,
             **routes,
         )
 
-    def _scales_after_dot(self, lc: configs.LaunchConfig, k: int) -> bool:
-        """Weight-only schemes with one scale group per K step and a decode tile (BLOCK_M <= 32): the GEMM
-        multiplies each step's [BLOCK_M, BLOCK_N] product by the scales instead of the [BLOCK_N, BLOCK_K]
-        dequantized weights (int and fp8 codes are exact in 16 bits), fewer multiplies where BLOCK_M < BLOCK_K.
-        Larger tiles keep the scaled weights, so the MMA accumulates across K steps. Never for e2m1 words, whose
-        unscaled values are the codes times 2^-126 (:mod:`moe_core_triton.e2m1_words`)."""
+    def _scales_after_dot(self, lc: configs.LaunchConfig, block_k: int, k: int) -> bool:
+        """Weight-only schemes with one scale group per K step of ``block_k`` (:meth:`k_steps`) and a decode tile
+        (BLOCK_M <= 32): the GEMM multiplies each step's [BLOCK_M, BLOCK_N] product by the scales instead of the
+        [BLOCK_N, BLOCK_K] dequantized weights (int and fp8 codes are exact in 16 bits), fewer multiplies where
+        BLOCK_M < BLOCK_K. Larger tiles keep the scaled weights, so the MMA accumulates across K steps. Never for e2m1
+        words, whose unscaled values are the codes times 2^-126 (:mod:`moe_core_triton.e2m1_words`)."""
         wo = self.weight_only
-        return (wo is not None and lc.BLOCK_K <= wo.group_for(k) and lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M
+        return (wo is not None and block_k <= wo.group_for(k) and lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M
                 and not self.e2m1_words)
+
+    def k_steps(self, lc: configs.LaunchConfig, k: int) -> tuple[int, int]:
+        """(BLOCK_K, UNROLL) of the GEMM launched with ``lc`` for reduction size ``k``: ``lc.BLOCK_K`` and 1, except
+        with ``GROUP_STEPS`` (:meth:`_group_steps`): one scale group a step, ``lc.BLOCK_K / group`` steps an iteration
+        of the K loop (gemm.py, ``UNROLL``), so that each group's product is scaled (:meth:`_scales_after_dot`) instead
+        of every weight, with the same bytes in flight."""
+        steps = self._group_steps(lc, k)
+        return lc.BLOCK_K // steps, steps
+
+    def _group_steps(self, lc: configs.LaunchConfig, k: int) -> int:
+        """How many K steps ``lc``'s K step runs as: the scale groups in it where ``lc.GROUP_STEPS`` asks for it and the
+        tile is a weight-only decode tile (BLOCK_M <= 32) whose K step spans several whole groups of at least
+        :data:`UNROLLED_GROUP_MIN` elements, e2m1 words excepted (:meth:`_scales_after_dot`); else 1. A choice of the
+        tuned data file: in sm_90 SASS, w4a16's 16x64x256 tile so takes 650 instructions a K step and warp in GEMM1
+        instead of 821 (396 instead of 436 in GEMM2), but every group's product waits for its MMA before it is scaled;
+        on the H100 the w4a16 layer measured 1.9 to 3.4% faster with it for Qwen3-30B-A3B's GEMM1 at 16 and 64 tokens
+        and Mixtral-8x7B's GEMM2 at 64, and Mixtral's w4a16 and w8a16 0.4 to 8.1% slower at 1 and 16 tokens
+        (docs/benchmarks/weight-only-h100.md, session 43)."""
+        wo = self.weight_only
+        if not lc.GROUP_STEPS or wo is None or lc.BLOCK_M > SCALE_AFTER_DOT_MAX_BLOCK_M or self.e2m1_words:
+            return 1
+        group = wo.group_for(k)
+        if group < UNROLLED_GROUP_MIN or lc.BLOCK_K <= group or lc.BLOCK_K % group:
+            return 1
+        return lc.BLOCK_K // group
 
     def _one_weight_scale_per_tile(self, lc: configs.LaunchConfig, gated: bool) -> bool:
         """Block-scaled schemes: whether every N tile lies in one weight block (and GEMM1's up rows start on a
@@ -787,7 +818,7 @@ class TritonKernel(MoEKernel):
         :attr:`deterministic` kernel runs its tiles unsplit; ``GATE_UP`` tiles are weight-only GEMM1 tiles whose K is
         not split (a split GEMM1 sums its gate and up products apart), except over e2m1 words, whose GEMM1 (``gemm``
         1; :meth:`gemm_launch` applies it too) runs only GATE_UP tiles, and never over int4 words
-        (:meth:`_gemm1_over_words`)."""
+        (:meth:`_gemm1_over_words`); ``GROUP_STEPS`` stays only where it changes the steps (:meth:`_group_steps`)."""
         if lc.TMA_B and (self.weight_only is not None or k * self._weight_bytes % 16 or not has_tma(device)):
             lc = replace(lc, TMA_B=False)
         if self.deterministic and lc.SPLIT_K > 1:
@@ -795,10 +826,11 @@ class TritonKernel(MoEKernel):
         if lc.GATE_UP and (self.weight_only is None or (lc.SPLIT_K > 1 and not self.e2m1_words)):
             lc = replace(lc, GATE_UP=False)
         if self.weight_only is None:
-            return lc
+            return replace(lc, GROUP_STEPS=False) if lc.GROUP_STEPS else lc
         if gemm == 1:
             lc = self._gemm1_over_words(lc)
-        return replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
+        lc = replace(lc, BLOCK_K=self.weight_only.block_k(lc.BLOCK_K, k))
+        return replace(lc, GROUP_STEPS=self._group_steps(lc, k) > 1)
 
     @property
     def _weight_bytes(self) -> int:

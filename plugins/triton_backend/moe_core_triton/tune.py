@@ -34,7 +34,7 @@ from moe_core.numerics import relative_error, tolerance
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_triton import configs
-from moe_core_triton.kernel import TritonKernel, has_tma
+from moe_core_triton.kernel import SCALE_AFTER_DOT_MAX_BLOCK_M, TritonKernel, has_tma
 from moe_core_triton.scratch import new_empty
 
 _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
@@ -60,7 +60,9 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     in every full search of them on the H100, same file, session 34), and 256 rows beyond 128 rows per expert (the
     MMA's N = 256: Mixtral's GEMM2 at 4096 tokens 1 to 26% faster than with 128, same file). ``gate_up`` (a weight-only
     GEMM1): its 256-row tiles are tried with GATE_UP too, one accumulator for gate and up rows (two of 256 rows do not
-    fit the registers), so each dequantized weight serves 256 rows as GEMM2's do."""
+    fit the registers), so each dequantized weight serves 256 rows as GEMM2's do. Weight-only decode tiles (at most 32
+    rows per expert) are tried with ``GROUP_STEPS`` too, which ``TritonKernel.as_run`` keeps only where the K step
+    spans several scale groups."""
     if rows_per_expert <= 8:
         block_ms = (16,)
     elif rows_per_expert <= 32:
@@ -74,24 +76,28 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     tmas = (False, True) if tma and rows_per_expert > 32 and not weight_only else (False,)
     out = []
     gate_ups = (False, True) if gate_up else (False,)
-    for bm, (bn, bk, warps, stages), swap, split, tma_b, one_acc in itertools.product(block_ms, _TILES, swaps, splits, tmas, gate_ups):
+    group_steps = (False, True) if weight_only and rows_per_expert <= 32 else (False,)
+    for bm, (bn, bk, warps, stages), swap, split, tma_b, one_acc, steps in itertools.product(block_ms, _TILES, swaps, splits, tmas,
+                                                                                          gate_ups, group_steps):
         if (block_k_limit is not None and bk > block_k_limit) or (one_acc and bm < 256):
             continue
-        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split, tma_b, one_acc))
+        out.append(configs.LaunchConfig(bm, bn, bk, 1 if bm <= 32 else 8, warps, stages, swap, split, tma_b, one_acc, steps))
     return out
 
 
 def refinements(lc: configs.LaunchConfig, tma: bool) -> list[configs.LaunchConfig]:
     """``lc`` (a tuned entry, or the heuristic's choice) and its neighbours: one pipeline stage more, twice the
     columns per tile (up to 256), twice the rows (up to 128, in 8 warps), and with ``tma`` (the GPU has it) each
-    of them with TMA_B off and on. For re-tuning after a kernel change with a few candidates per GEMM instead
-    of the whole search."""
+    of them with TMA_B off and on, and for decode tiles with GROUP_STEPS off and on (``TritonKernel.as_run`` drops it
+    where it changes nothing). For re-tuning after a kernel change with a few candidates per GEMM instead of the whole search."""
     out = []
-    for tma_b, stages, block_n, block_m in itertools.product(
+    for tma_b, stages, block_n, block_m, steps in itertools.product(
             (False, True) if tma else (False,), (lc.num_stages, lc.num_stages + 1), (lc.BLOCK_N, min(2 * lc.BLOCK_N, 256)),
-            (lc.BLOCK_M, max(lc.BLOCK_M, min(2 * lc.BLOCK_M, 128)))):
+            (lc.BLOCK_M, max(lc.BLOCK_M, min(2 * lc.BLOCK_M, 128))),
+            (lc.GROUP_STEPS, not lc.GROUP_STEPS) if lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M else (lc.GROUP_STEPS,)):
         warps = lc.num_warps if block_m == lc.BLOCK_M else max(lc.num_warps, 8)
-        out.append(replace(lc, TMA_B=tma_b, num_stages=stages, BLOCK_N=block_n, BLOCK_M=block_m, num_warps=warps))
+        out.append(replace(lc, TMA_B=tma_b, num_stages=stages, BLOCK_N=block_n, BLOCK_M=block_m, num_warps=warps,
+                           GROUP_STEPS=steps))
     return list(dict.fromkeys(out))
 
 

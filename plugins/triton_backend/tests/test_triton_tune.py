@@ -59,7 +59,22 @@ def test_the_transposed_product_is_a_candidate_for_few_rows_per_expert_or_weight
     assert not any(c.SWAP_AB for c in prefill)
     assert {c.SWAP_AB for c in candidates(512.0, None, weight_only=True)} == {False, True}
     only = candidates(2.0, None, weight_only=True, swapped_only=True)  # weight-only codes in fragment order
-    assert all(c.SWAP_AB for c in only) and {dataclasses.replace(c, SWAP_AB=False) for c in only} == {c for c in decode if not c.SWAP_AB}
+    assert all(c.SWAP_AB for c in only)
+    assert {dataclasses.replace(c, SWAP_AB=False, GROUP_STEPS=False) for c in only} == {c for c in decode if not c.SWAP_AB}
+
+
+def test_group_steps_are_candidates_for_weight_only_decode_tiles():
+    decode = candidates(2.0, None, weight_only=True, swapped_only=True)
+    stepped = [c for c in decode if c.GROUP_STEPS]
+    assert {dataclasses.replace(c, GROUP_STEPS=False) for c in stepped} == {c for c in decode if not c.GROUP_STEPS}
+    assert not any(c.GROUP_STEPS for c in candidates(2.0, None) + candidates(512.0, None, weight_only=True, swapped_only=True))
+    tuned = configs.LaunchConfig(16, 64, 256, 1, 4, 4, SWAP_AB=True)
+    assert {c.GROUP_STEPS for c in tune.refinements(tuned, tma=False)} == {False, True}
+    cfg = model("tiny").config()  # the tuner keeps a candidate's GROUP_STEPS only where it changes the steps
+    w4a16 = TritonKernel(cfg, *scheme("w4a16").keys)
+    assert w4a16.as_run(dataclasses.replace(tuned, GROUP_STEPS=True), 512, HERE).GROUP_STEPS
+    assert not w4a16.as_run(dataclasses.replace(tuned, BLOCK_K=128, GROUP_STEPS=True), 512, HERE).GROUP_STEPS
+    assert not TritonKernel(cfg, None, None).as_run(dataclasses.replace(tuned, GROUP_STEPS=True), 512, HERE).GROUP_STEPS
 
 
 def test_gate_and_up_in_one_tile_is_a_candidate_for_256_row_weight_only_gemm1_tiles():
@@ -163,7 +178,9 @@ def test_refine_times_the_neighbours_of_each_gemms_current_choice(monkeypatch):
     now = {1: kernel._config(HERE, rows, cfg.intermediate_size, cfg.hidden_size, 1, 3),
            2: kernel._config(HERE, rows, cfg.hidden_size, cfg.intermediate_size, 2, 3)}
     assert best == now
-    assert len(timed) == sum(len(tune.refinements(lc, tma=True)) for lc in now.values()) and timed[0] == now[1]
+    ks = {1: cfg.hidden_size, 2: cfg.intermediate_size}  # candidates as the kernel runs them, each once
+    ran = {gemm: dict.fromkeys(kernel.as_run(c, ks[gemm], HERE, gemm) for c in tune.refinements(lc, tma=True)) for gemm, lc in now.items()}
+    assert len(timed) == sum(map(len, ran.values())) and timed[0] == now[1]
 
 
 def test_gemm1_candidates_that_quantize_in_the_epilogue_are_compared_and_timed_with_the_rest(monkeypatch):

@@ -83,8 +83,36 @@ def test_scales_on_the_tile_product_or_on_the_weights(name, block_m):
         kernel_cls = with_launch_fields(TritonKernel, BLOCK_M=block_m, SWAP_AB=swap_ab)
         kernel = kernel_cls(cfg, *keys)
         lc = kernel._config(torch.device(DEVICE), 12, i, h, gemm=1, tokens=6)
-        assert kernel._scales_after_dot(lc, weight_only(*keys).group_for(h)) is on_product
+        block_k, _ = kernel.k_steps(lc, h)
+        assert kernel._scales_after_dot(lc, block_k, h) is on_product
         assert against_reference(kernel_cls, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+@pytest.mark.parametrize("name", ["w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "fp8-block-w8a16"])
+def test_group_steps_run_a_decode_step_of_two_groups_a_group_a_step(name, split_k):
+    """With GROUP_STEPS, a decode tile whose K step spans two scale groups of 128 runs one group a step, two steps an
+    iteration of the K loop, and scales each group's product (TritonKernel.k_steps); without it, in prefill tiles and
+    for groups narrower than UNROLLED_GROUP_MIN the step stays, and as_run drops the field where it changes nothing. It
+    matches the reference where K is an odd number of groups (the unrolled loop's last iteration runs one step) and
+    with the K loop split."""
+    cfg = MoEConfig(4, 2, 640, 384, dtype=torch.float16)
+    keys = quant.scheme(name).keys
+    here = torch.device(DEVICE)
+    stepped = with_launch_fields(TritonKernel, BLOCK_M=16, BLOCK_K=256, SWAP_AB=True, SPLIT_K=split_k, GROUP_STEPS=True)
+    kernel = stepped(cfg, *keys)
+    for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size)):
+        lc = kernel._config(here, 8, cfg.intermediate_size, k, gemm=gemm, tokens=4)
+        assert lc.BLOCK_K == 256 and lc.GROUP_STEPS and kernel.k_steps(lc, k) == (128, 2)
+        assert kernel._scales_after_dot(lc, 128, k) and not kernel._scales_after_dot(lc, 256, k)
+        assert kernel.k_steps(replace(lc, GROUP_STEPS=False), k) == (256, 1)
+        prefill = kernel.as_run(replace(lc, BLOCK_M=64), k, here, gemm)
+        assert not prefill.GROUP_STEPS and kernel.k_steps(replace(prefill, GROUP_STEPS=True), k) == (256, 1)
+        assert not kernel.as_run(replace(lc, BLOCK_K=128), k, here, gemm).GROUP_STEPS  # one group a step already
+    fp4 = stepped(cfg, *quant.scheme("mxfp4").keys)  # groups of 32
+    assert not fp4._config(here, 8, cfg.intermediate_size, 640, gemm=1, tokens=4).GROUP_STEPS
+    weights, x, routing = problem(cfg, name, tokens=4, seed=11)
+    assert against_reference(stepped, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
 def test_a_wrong_scale_is_caught_so_the_comparison_is_not_vacuous():
