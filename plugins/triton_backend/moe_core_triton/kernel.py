@@ -719,19 +719,18 @@ class TritonKernel(MoEKernel):
         return lc.BLOCK_K // steps, steps
 
     def _group_steps(self, lc: configs.LaunchConfig, k: int) -> int:
-        """How many K steps ``lc``'s K step runs as: the scale groups in it where ``lc.GROUP_STEPS`` asks for it and the
-        tile is a weight-only decode tile (BLOCK_M <= 32) whose K step spans several whole groups of at least
-        :data:`UNROLLED_GROUP_MIN` elements, e2m1 words excepted (:meth:`_scales_after_dot`); else 1. A choice of the
-        tuned data file: in sm_90 SASS, w4a16's 16x64x256 tile so takes 650 instructions a K step and warp in GEMM1
+        """How many K steps ``lc``'s K step runs as: the scale groups in it where ``lc.GROUP_STEPS`` asks for it, the K
+        step spans several whole groups of at least :data:`UNROLLED_GROUP_MIN` elements, and a step of one group would
+        scale its product (:meth:`_scales_after_dot`: a weight-only decode tile, e2m1 words excepted); else 1. A choice
+        of the tuned data file: in sm_90 SASS, w4a16's 16x64x256 tile so takes 650 instructions a K step and warp in GEMM1
         instead of 821 (396 instead of 436 in GEMM2), but every group's product waits for its MMA before it is scaled;
         on the H100 the w4a16 layer measured 1.9 to 3.4% faster with it for Qwen3-30B-A3B's GEMM1 at 16 and 64 tokens
         and Mixtral-8x7B's GEMM2 at 64, and Mixtral's w4a16 and w8a16 0.4 to 8.1% slower at 1 and 16 tokens
         (docs/benchmarks/weight-only-h100.md, session 43)."""
-        wo = self.weight_only
-        if not lc.GROUP_STEPS or wo is None or lc.BLOCK_M > SCALE_AFTER_DOT_MAX_BLOCK_M or self.e2m1_words:
+        if not lc.GROUP_STEPS or self.weight_only is None:
             return 1
-        group = wo.group_for(k)
-        if group < UNROLLED_GROUP_MIN or lc.BLOCK_K <= group or lc.BLOCK_K % group:
+        group = self.weight_only.group_for(k)
+        if group < UNROLLED_GROUP_MIN or lc.BLOCK_K <= group or lc.BLOCK_K % group or not self._scales_after_dot(lc, group, k):
             return 1
         return lc.BLOCK_K // group
 
