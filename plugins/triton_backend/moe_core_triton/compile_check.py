@@ -1,7 +1,7 @@
 """Compile every Triton kernel a layer launches for a CUDA architecture, on a machine without that GPU.
 
     python -m moe_core_triton.compile_check --arch 90 --scheme w4a16,mxfp4 [--tokens 1,300] [--batched]
-        [--swap-ab] [--split-k N] [--tma-b] [--gate-up] [--fused] [--sizes 2048,768] [--stats]
+        [--swap-ab] [--split-k N] [--tma-b] [--gate-up] [--mma-in-flight] [--fused] [--sizes 2048,768] [--stats]
 
 The layer's forward runs on CPU tensors with each launch recorded instead of run; every distinct
 recorded (kernel, argument specialization as Triton's JIT makes it, constexprs) is then compiled by
@@ -215,6 +215,7 @@ def main(argv=None) -> int:
     parser.add_argument("--split-k", type=int, default=1, help="every GEMM's K loop split over this many programs")
     parser.add_argument("--tma-b", action="store_true", help="every GEMM that can loads its weight tiles by TMA")
     parser.add_argument("--gate-up", action="store_true", help="every GEMM1 that can takes gate and up rows in one tile (GATE_UP)")
+    parser.add_argument("--mma-in-flight", action="store_true", help="every GEMM's K loop with no path around it (MMA_IN_FLIGHT)")
     parser.add_argument("--fused", action="store_true",
                         help="the one-launch layer (fused.py) with each of fused_configs(), where the forward can take it")
     parser.add_argument("--sizes", help="hidden,intermediate of the layer (default: sizes that are no multiple of the tiles)")
@@ -229,7 +230,7 @@ def main(argv=None) -> int:
     for scheme_name in args.scheme.split(","):
         for tokens in (int(t) for t in args.tokens.split(",")):
             fields = ({"SWAP_AB": True} if args.swap_ab else {}) | ({"SPLIT_K": args.split_k} if args.split_k > 1 else {})
-            fields |= {"TMA_B": True} if args.tma_b else {}
+            fields |= ({"TMA_B": True} if args.tma_b else {}) | ({"MMA_IN_FLIGHT": True} if args.mma_in_flight else {})
             kernel_cls = TritonBatchedKernel if args.batched else TritonKernel
             kernel_cls = with_launch_fields(kernel_cls, 1, GATE_UP=True) if args.gate_up else kernel_cls
             forwards = [launches_of(scheme_name, tokens, args.batched, getattr(torch, args.dtype), sizes, fc, kernel_cls, **fields)

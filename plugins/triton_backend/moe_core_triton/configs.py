@@ -23,8 +23,10 @@ class LaunchConfig:
     ``SWAP_AB`` computes the transposed product (weights as the MMA's first operand), ``SPLIT_K``
     splits the K loop over that many programs, ``TMA_B`` loads the weight tiles with the Hopper tensor
     memory accelerator, ``GATE_UP`` (a weight-only GEMM1) takes BLOCK_N / 2 gate rows and their up rows in one tile
-    and one accumulator (see gemm.py), and ``GROUP_STEPS`` runs a weight-only decode tile's K step of several scale
-    groups as one step a group, each group's product scaled (:meth:`moe_core_triton.kernel.TritonKernel.k_steps`)."""
+    and one accumulator (see gemm.py), ``GROUP_STEPS`` runs a weight-only decode tile's K step of several scale
+    groups as one step a group, each group's product scaled (:meth:`moe_core_triton.kernel.TritonKernel.k_steps`),
+    and ``MMA_IN_FLIGHT`` compiles the K loop with no path around it, so that ptxas may keep a step's wgmma in flight
+    instead of waiting for each (see gemm.py)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -37,6 +39,7 @@ class LaunchConfig:
     TMA_B: bool = False
     GATE_UP: bool = False
     GROUP_STEPS: bool = False
+    MMA_IN_FLIGHT: bool = False
 
     def __post_init__(self):
         for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):

@@ -51,6 +51,16 @@ weight-only decode tile's K step of several scale groups runs as one step a grou
 ``GROUP_STEPS``): the software pipeline then keeps the bytes of UNROLL steps a stage in flight, as the wider step did,
 and each group's product is scaled (``SCALE_AFTER_DOT``) instead of every weight.
 
+``MMA_IN_FLIGHT`` (a launch-config choice; off unless a tuned data file picks it): the K loop is compiled with no
+path around it (its trip count taken as at least one; a split-K program with no K steps returns first). Else the path
+that skips the loop sets the accumulators between a wgmma and its wait, and where the compiler lays it out so, ptxas
+serializes every wgmma of the kernel, each waiting for the one before (its message C7515). On the H100 (Triton 3.6,
+ptxas 12.8) that was so in 10 of the 33 GEMMs that the w4a16, nvfp4 and mxfp4 layers of Qwen3-30B-A3B and
+Mixtral-8x7B compile at 1 to 64 tokens, and in none with MMA_IN_FLIGHT. Whether waiting costs depends on the tile: with
+it on, the 8-bit weight-only layers at 4096 tokens measured 0.3 to 4.8% faster and some fp4 decode layers 1.3 to 7.6%,
+while other decode layers lost up to 10%, bf16 prefill 1 to 5% and fp8-block prefill 28 to 35%, whose registers the
+MMAs in flight crowd (docs/benchmarks/weight-only-h100.md, session 44).
+
 ``TABLE_M``: the BLOCK_M the block table was built with, BLOCK_M itself unless GEMM2 reads GEMM1's table with a
 BLOCK_M that divides GEMM1's (:meth:`moe_core_triton.kernel.TritonKernel.shares_table`): each table block is then
 TABLE_M / BLOCK_M blocks of this launch, all of one expert, and a forward builds one table instead of two. An expert's
@@ -268,8 +278,8 @@ def moe_gemm_kernel(
     W_GLOBAL: tl.constexpr, W_GROUP: tl.constexpr, W_GROUP_N: tl.constexpr, GROUPS_PER_TILE: tl.constexpr,
     SCALE_AFTER_DOT: tl.constexpr, SCALE_16: tl.constexpr, W_PTX: tl.constexpr, W_PERMUTED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
-    SPLIT_K: tl.constexpr, UNROLL: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr, QUANT_OUT: tl.constexpr,
-    QUANT_IN: tl.constexpr,
+    SPLIT_K: tl.constexpr, UNROLL: tl.constexpr, MMA_IN_FLIGHT: tl.constexpr, EVEN_K: tl.constexpr, TMA_B: tl.constexpr,
+    QUANT_OUT: tl.constexpr, QUANT_IN: tl.constexpr,
     ROUND_FP8: tl.constexpr, GATE_UP: tl.constexpr,
     PAIR_TABLE: tl.constexpr, HAS_MAP: tl.constexpr, GUARD: tl.constexpr, P_P2: tl.constexpr, E_P2: tl.constexpr,
     SUM_PAIRS: tl.constexpr, TOP_K: tl.constexpr, K_P2: tl.constexpr, SUM_T: tl.constexpr, TABLE_M: tl.constexpr,
@@ -359,11 +369,13 @@ def moe_gemm_kernel(
         per_split = tl.cdiv(k_tiles, SPLIT_K)
         first = tl.program_id(1) * per_split
         last = tl.minimum(first + per_split, k_tiles)
+        if MMA_IN_FLIGHT and first >= last:  # no K steps: nothing to add to the split-K sums
+            return
         a_ptrs += first * BLOCK_K * stride_ak
         b_ptrs += first * BYTES_K * stride_bk
     else:
         first = 0
-        last = k_tiles
+        last = tl.maximum(k_tiles, 1) if MMA_IN_FLIGHT else k_tiles  # K >= 1: the same steps, and no path around the loop
     for k in tl.range(first, last, loop_unroll_factor=UNROLL):
         k_ok = k_step_mask(offs_k, K, k, BLOCK_K, EVEN_K)
         if EVEN_K:  # every K tile is whole

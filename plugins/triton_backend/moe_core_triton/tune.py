@@ -88,16 +88,18 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
 def refinements(lc: configs.LaunchConfig, tma: bool) -> list[configs.LaunchConfig]:
     """``lc`` (a tuned entry, or the heuristic's choice) and its neighbours: one pipeline stage more, twice the
     columns per tile (up to 256), twice the rows (up to 128, in 8 warps), and with ``tma`` (the GPU has it) each
-    of them with TMA_B off and on, and for decode tiles with GROUP_STEPS off and on (``TritonKernel.as_run`` drops it
-    where it changes nothing). For re-tuning after a kernel change with a few candidates per GEMM instead of the whole search."""
+    of them with TMA_B off and on, for decode tiles with GROUP_STEPS off and on (``TritonKernel.as_run`` drops it
+    where it changes nothing), and each with MMA_IN_FLIGHT off and on (which tile gains from it is up to the compiler:
+    gemm.py). For re-tuning after a kernel change with a few candidates per GEMM instead of the whole search."""
     out = []
-    for tma_b, stages, block_n, block_m, steps in itertools.product(
+    for tma_b, stages, block_n, block_m, steps, in_flight in itertools.product(
             (False, True) if tma else (False,), (lc.num_stages, lc.num_stages + 1), (lc.BLOCK_N, min(2 * lc.BLOCK_N, 256)),
             (lc.BLOCK_M, max(lc.BLOCK_M, min(2 * lc.BLOCK_M, 128))),
-            (lc.GROUP_STEPS, not lc.GROUP_STEPS) if lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M else (lc.GROUP_STEPS,)):
+            (lc.GROUP_STEPS, not lc.GROUP_STEPS) if lc.BLOCK_M <= SCALE_AFTER_DOT_MAX_BLOCK_M else (lc.GROUP_STEPS,),
+            (lc.MMA_IN_FLIGHT, not lc.MMA_IN_FLIGHT)):
         warps = lc.num_warps if block_m == lc.BLOCK_M else max(lc.num_warps, 8)
         out.append(replace(lc, TMA_B=tma_b, num_stages=stages, BLOCK_N=block_n, BLOCK_M=block_m, num_warps=warps,
-                           GROUP_STEPS=steps))
+                           GROUP_STEPS=steps, MMA_IN_FLIGHT=in_flight))
     return list(dict.fromkeys(out))
 
 

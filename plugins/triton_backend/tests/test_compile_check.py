@@ -35,7 +35,9 @@ def compile_check(*args: str, script: str | None = None) -> subprocess.Completed
     (90, False, WEIGHT_ONLY_SCHEMES, "300", "bfloat16", ["--gate-up", "--swap-ab", "--stats", "--sizes", "256,128"]),  # gate and up in one tile
     (80, False, ("unquantized",) + WEIGHT_ONLY_SCHEMES, "1", "float16", []),  # A100, which the weight-only schemes claim
     (90, False, ("unquantized",), "1,3", "bfloat16", ["--fused"]),  # the one-launch layer, each config the data files name
-], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm90-tma-b", "sm90-gate-up", "sm80-weight-only", "sm90-fused"])
+    (90, False, WEIGHT_ONLY_SCHEMES, "1", "bfloat16", ["--mma-in-flight", "--split-k", "4"]),  # K loops with no path around
+], ids=["sm90-standard", "sm90-batched", "sm90-swap-ab", "sm90-split-k", "sm90-tma-b", "sm90-gate-up", "sm80-weight-only", "sm90-fused",
+        "sm90-mma-in-flight"])
 def test_every_kernel_of_every_scheme_compiles(arch, batched, schemes, tokens, dtype, options):
     args = ["--arch", str(arch), "--scheme", ",".join(schemes), "--tokens", tokens, "--dtype", dtype]
     args += (["--batched"] if batched else []) + options

@@ -156,12 +156,15 @@ def test_compile_only_runs_every_candidate_times_nothing_and_writes_nothing(tmp_
 def test_refinements_are_the_choice_and_its_neighbours():
     lc = configs.LaunchConfig(128, 128, 64, 8, 8, 3)
     found = tune.refinements(lc, tma=True)
-    assert found[0] == lc and len(found) == len(set(found)) == 8  # 128 rows: no taller tile
-    assert {(c.BLOCK_N, c.num_stages, c.TMA_B) for c in found} == set(itertools.product((128, 256), (3, 4), (False, True)))
+    assert found[0] == lc and len(found) == len(set(found)) == 16  # 128 rows: no taller tile
+    assert {(c.BLOCK_N, c.num_stages, c.TMA_B, c.MMA_IN_FLIGHT) for c in found} == set(
+        itertools.product((128, 256), (3, 4), (False, True), (False, True)))
     assert {c.TMA_B for c in tune.refinements(lc, tma=False)} == {False}
     assert {c.BLOCK_N for c in tune.refinements(dataclasses.replace(lc, BLOCK_N=256), tma=True)} == {256}
     small = tune.refinements(configs.LaunchConfig(64, 64, 128, 8, 4, 4), tma=False)
-    assert {(c.BLOCK_M, c.num_warps) for c in small} == {(64, 4), (128, 8)} and len(small) == 8
+    assert {(c.BLOCK_M, c.num_warps) for c in small} == {(64, 4), (128, 8)} and len(small) == 8 * 2
+    in_flight = tune.refinements(dataclasses.replace(lc, MMA_IN_FLIGHT=True), tma=False)
+    assert in_flight[0].MMA_IN_FLIGHT and {c.MMA_IN_FLIGHT for c in in_flight} == {False, True}
 
 
 def test_refine_times_the_neighbours_of_each_gemms_current_choice(monkeypatch):

@@ -115,6 +115,30 @@ def test_group_steps_run_a_decode_step_of_two_groups_a_group_a_step(name, split_
     assert against_reference(stepped, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
 
 
+@pytest.mark.parametrize("split_k", [1, 4])
+@pytest.mark.parametrize("name", ["w8a16", "mxfp4", "w4a16-zp"])
+def test_mma_in_flight_runs_the_same_k_steps(name, split_k):
+    """MMA_IN_FLIGHT compiles the K loop with no path around it (gemm.py): the same K steps, so the same output as
+    without it, with split K too, where GEMM2's K of two steps of 64 leaves two of four programs no steps (they return
+    before the loop instead of adding zeros)."""
+    cfg = MoEConfig(4, 2, 640, 96, dtype=torch.float16)
+    weights, x, routing = problem(cfg, name, tokens=5, seed=3)
+    fields = dict(BLOCK_M=16, BLOCK_K=64, SWAP_AB=True, SPLIT_K=split_k)
+    plain, in_flight = (with_launch_fields(TritonKernel, **fields, MMA_IN_FLIGHT=on) for on in (False, True))
+    kernel = in_flight(cfg, *quant.scheme(name).keys)
+    lc = kernel._config(torch.device(DEVICE), 10, cfg.hidden_size, cfg.intermediate_size, gemm=2, tokens=5)
+    assert lc.MMA_IN_FLIGHT and lc.SPLIT_K == split_k and -(-cfg.intermediate_size // lc.BLOCK_K) == 2
+    prepared = kernel.prepare_weights(weights)
+    got = kernel.apply(x, prepared, routing)
+    without = plain(cfg, *quant.scheme(name).keys)
+    want = without.apply(x, without.prepare_weights(weights), routing)
+    if GPU and split_k > 1:  # float32 atomics add in a varying order
+        assert relative_error(got, want) <= 1e-3
+    else:
+        assert torch.equal(got, want)
+    assert against_reference(in_flight, cfg, name, weights, x, routing) <= tolerance(None, cfg.dtype)
+
+
 def test_a_wrong_scale_is_caught_so_the_comparison_is_not_vacuous():
     cfg = MoEConfig(4, 2, 128, 64, dtype=torch.float16)
     weights, x, routing = problem(cfg, "w4a16", tokens=5)
