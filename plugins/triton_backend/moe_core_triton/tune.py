@@ -4,8 +4,8 @@
         --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json] [--jobs 16] [--fused]
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
-routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds) and the
-fastest is written; existing entries of the file are kept unless re-tuned. Each candidate's output is checked against
+routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds), the fastest
+again with ``MMA_IN_FLIGHT`` on, and the fastest of all is written; existing entries of the file are kept unless re-tuned. Each candidate's output is checked against
 the first candidate's before it is timed. ``--jobs N`` first compiles every case's candidates in N processes at once
 (:func:`compile_ahead`): compiling takes most of a full search's time, and runs on one CPU core per candidate.
 ``--fused`` searches the one-launch layer instead (:func:`tune_fused_case`, unquantized layers, forwards of a PairTable).
@@ -116,8 +116,9 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
     reduction, so split-K candidates pay for their extra pass and atomics, and a GEMM1 that quantizes in its
     epilogue gains the pass it saves. GEMM1 is tuned first; a GEMM2 candidate reads GEMM1's block table where a forward
     would (``TritonKernel.shares_table``), else it is timed with the second table a forward then builds. The candidates
-    are :func:`candidates`, or
-    with ``refine`` the :func:`refinements` of the config the layer picks now. ``timer(run)`` -> seconds."""
+    are :func:`candidates`, then the fastest of them with ``MMA_IN_FLIGHT`` on (one more timing per GEMM instead of
+    twice the search: gemm.py), or with ``refine`` the :func:`refinements` of the config the layer picks now.
+    ``timer(run)`` -> seconds."""
     sch = scheme(scheme_name)
     cfg = model(preset).config()
     kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
@@ -151,7 +152,9 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         else:
             tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k),
                                gate_up=gemm == 1 and kernel.weight_only is not None)
-        for lc in dict.fromkeys(kernel.as_run(c, k, here, gemm) for c in tried):
+        def time_candidate(lc: configs.LaunchConfig) -> None:
+            """Run ``lc``'s step once (checked against the first candidate's output), then time it into ``timings``."""
+            nonlocal reference
             shared = gemm == 2 and kernel.shares_table(best[1], lc, False, pairs)
             launch = kernel.gemm_launch(lc, gemm, weighted=True, batched=False, pairs=pairs, table_m=best[1].BLOCK_M if shared else None)
             table = kernel.rows_of(launch, routing.topk_ids)
@@ -161,7 +164,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
                 out = run()
             except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: not a candidate
                 print(f"  skip {lc}: {type(exc).__name__}", file=sys.stderr)
-                continue
+                return
             if reference is None:
                 reference = values(out)
             else:
@@ -170,6 +173,11 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
                     raise AssertionError(f"config {lc} changes the result of GEMM{gemm} (relative difference {drift:.3g} "
                                          f"> {budget:.3g}, the scheme's numerics budget)")
             timings.append((timer(run), lc))
+
+        for lc in dict.fromkeys(kernel.as_run(c, k, here, gemm) for c in tried):
+            time_candidate(lc)
+        if not refine and timings:  # the full search's winner with MMA_IN_FLIGHT on too (refinements try every candidate so)
+            time_candidate(replace(fastest(timings)[1], MMA_IN_FLIGHT=True))
         seconds, best[gemm] = fastest(timings)
         print(f"{preset} {scheme_name} T={tokens} GEMM{gemm}: {seconds * 1e6:.1f} us with {best[gemm]} (fastest {fastest_by_variant(timings)}; "
               f"{len(timings)} candidates in {time.monotonic() - started:.0f} s)", flush=True)

@@ -39,8 +39,10 @@ def test_tune_case_runs_every_candidate_and_keeps_the_fastest(name, monkeypatch)
         return list(dict.fromkeys(kernel.as_run(c, k, HERE, gemm) for c in found))
 
     per_gemm = {gemm: tried(k, gemm) for gemm, k in ((1, cfg.hidden_size), (2, cfg.intermediate_size))}
-    assert best == {gemm: found[-1] for gemm, found in per_gemm.items()}
-    assert len(timed) == sum(map(len, per_gemm.values()))  # none was skipped as failing
+    # the last candidate was the fastest, then the same with MMA_IN_FLIGHT, timed after it, faster still
+    assert best == {gemm: dataclasses.replace(found[-1], MMA_IN_FLIGHT=True) for gemm, found in per_gemm.items()}
+    assert not any(c.MMA_IN_FLIGHT for found in per_gemm.values() for c in found)
+    assert len(timed) == sum(len(found) + 1 for found in per_gemm.values())  # none was skipped as failing
 
 
 def test_a_split_k_config_is_chosen_only_when_it_is_clearly_faster():
@@ -229,6 +231,7 @@ def test_gemm2_candidates_that_cannot_read_gemm1s_table_pay_for_their_own(monkey
 
     best = tune_case("tiny", "unquantized", tokens=64, device=DEVICE, timer=timer)  # 16 rows per expert: 16- and 32-row tiles
     assert best[1].BLOCK_M == gemm1_rows
+    assert best[1].MMA_IN_FLIGHT == (gemm1_rows == 32)  # the winner with MMA_IN_FLIGHT, timed last, is kept only if faster
     gemm1, gemm2 = timed[: len(timed) // 2], timed[len(timed) // 2:]
     assert {g.config.BLOCK_M for g, _ in gemm2} == {16, 32}
     for g, tables in gemm2:
