@@ -4,10 +4,11 @@
         --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json] [--jobs 16] [--fused]
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
-routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds), the fastest
-again with ``MMA_IN_FLIGHT`` on, and the fastest of all is written; existing entries of the file are kept unless re-tuned. Each candidate's output is checked against
-the first candidate's before it is timed. ``--jobs N`` first compiles every case's candidates in N processes at once
-(:func:`compile_ahead`): compiling takes most of a full search's time, and runs on one CPU core per candidate.
+routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds), then the
+fastest again with ``MMA_IN_FLIGHT`` on, and the fastest of all is written; existing entries of the file are kept
+unless re-tuned. Each candidate's output is checked against the first candidate's before it is timed. ``--jobs N``
+first compiles every case's candidates in N processes at once (:func:`compile_ahead`): compiling takes most of a full
+search's time, and runs on one CPU core per candidate.
 ``--fused`` searches the one-launch layer instead (:func:`tune_fused_case`, unquantized layers, forwards of a PairTable).
 """
 
@@ -152,6 +153,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
         else:
             tried = candidates(rows / cfg.num_experts, kernel.block_k_limit, kernel.weight_only is not None, tma, kernel.codes_permuted(k),
                                gate_up=gemm == 1 and kernel.weight_only is not None)
+
         def time_candidate(lc: configs.LaunchConfig) -> None:
             """Run ``lc``'s step once (checked against the first candidate's output), then time it into ``timings``."""
             nonlocal reference
