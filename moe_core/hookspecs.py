@@ -94,6 +94,18 @@ def moe_core_dispatch_supports(dispatcher, config, weight_key, activation_key, p
 
 
 @hookspec
+def moe_core_requires() -> "Sequence[PluginRequirement]":  # noqa: F821
+    """Return the other moe-core plugins this plugin's code imports, as
+    :class:`~moe_core.requirements.PluginRequirement` objects (distribution, import name, install command).
+
+    Called once when the plugin is registered. While one does not import, every backend and dispatcher
+    of this plugin is unsupported with the reason "<distribution> is not installed (<install>)", and
+    ``moe-core doctor`` reports it as a problem: the user learns it before a layer runs, not from an
+    ImportError at its first forward. Declare a sibling here and in ``pyproject.toml``'s dependencies.
+    """
+
+
+@hookspec
 def moe_core_doctor() -> "Sequence[str] | None":  # noqa: F821
     """Return lines ``moe-core doctor`` prints under this plugin: the provider's version, which
     toolchains work here, which backends can really run on this machine and what to install otherwise.

@@ -21,6 +21,7 @@ from moe_core import hookspecs
 from moe_core import env as env_vars
 from moe_core.dispatch.spec import DispatchSpec
 from moe_core.env import EnvSettings
+from moe_core.requirements import PluginRequirement, unmet
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
 
@@ -104,6 +105,7 @@ class Registry:
         self._declared: dict[_Kind, dict[str, tuple[Any, ...]]] = {kind: {} for kind in _KINDS}
         self._tables: dict[_Kind, dict[str, Any]] = {kind: {} for kind in _KINDS}
         self._problems: dict[tuple[str, str, str], PluginProblem] = {}
+        self._unmet: dict[str, tuple[str, ...]] = {}  # plugin -> why its required sibling plugins are missing
         self._lock = threading.RLock()
         if builtin:
             import importlib
@@ -153,6 +155,7 @@ class Registry:
             self._records[name] = PluginRecord(name, distribution, version, PluginStatus.LOADED)
             for kind in _KINDS:
                 self._declared[kind][name] = self._collect_specs(kind, name, distribution, version)
+            self._unmet[name] = self._collect_unmet(name, distribution, version)
             self._rebuild()
 
     def unregister(self, name: str) -> None:
@@ -165,28 +168,40 @@ class Registry:
             del self._records[name]
             for declared in self._declared.values():
                 declared.pop(name, None)
+            self._unmet.pop(name, None)
             self._problems = {k: v for k, v in self._problems.items() if v.plugin != name}
             self._rebuild()
 
     def _collect_specs(self, kind: _Kind, name: str, dist: str, version: str) -> tuple[Any, ...]:
-        impls = [i for i in getattr(self._pm.hook, kind.declare_hook).get_hookimpls() if i.plugin_name == name]
-        specs: list[Any] = []
+        return tuple(replace(spec, plugin=name) for spec in self._declarations(kind.declare_hook, kind.spec_type, name, dist, version))
+
+    def _collect_unmet(self, name: str, dist: str, version: str) -> tuple[str, ...]:
+        """Why the plugin's ``moe_core_requires`` siblings that do not import here are missing; each is also a problem."""
+        reasons = unmet(self._declarations("moe_core_requires", PluginRequirement, name, dist, version))
+        for reason in reasons:
+            self._problem(name, dist, version, "moe_core_requires", reason)
+        return reasons
+
+    def _declarations(self, hook: str, item_type: type, name: str, dist: str, version: str) -> list[Any]:
+        """What plugin ``name``'s implementations of the declaring ``hook`` return, keeping the ``item_type`` items;
+        a hook that raises or returns anything else is a problem."""
+        impls = [i for i in getattr(self._pm.hook, hook).get_hookimpls() if i.plugin_name == name]
+        declared: list[Any] = []
         for impl in impls:
             try:
                 returned = impl.function()
             except Exception as exc:  # noqa: BLE001
-                self._problem(name, dist, version, kind.declare_hook, f"raised {type(exc).__name__}: {exc}")
+                self._problem(name, dist, version, hook, f"raised {type(exc).__name__}: {exc}")
                 continue
             if returned is None:
                 continue
             items = returned if isinstance(returned, (list, tuple)) else [returned]
             for item in items:
-                if not isinstance(item, kind.spec_type):
-                    self._problem(name, dist, version, kind.declare_hook,
-                                  f"returned {type(item).__name__} {item!r:.80}, not a {kind.spec_type.__name__}")
+                if not isinstance(item, item_type):
+                    self._problem(name, dist, version, hook, f"returned {type(item).__name__} {item!r:.80}, not a {item_type.__name__}")
                     continue
-                specs.append(replace(item, plugin=name))
-        return tuple(specs)
+                declared.append(item)
+        return declared
 
     def _rebuild(self) -> None:
         """Recompute the backend and dispatcher tables; name clashes go to the plugin sorting first."""
@@ -280,7 +295,7 @@ class Registry:
         return self._ask(DISPATCHERS, spec, query)
 
     def _ask(self, kind: _Kind, spec: Any, query: SupportQuery) -> Support:
-        declared = spec.declared_reasons(query)
+        declared = [*self._unmet.get(spec.plugin, ()), *spec.declared_reasons(query)]
         if declared:
             return Support.no(*declared)
         kwargs = {

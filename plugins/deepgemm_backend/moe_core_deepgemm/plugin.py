@@ -10,9 +10,10 @@ from __future__ import annotations
 import torch
 
 from moe_core.config import ActivationFormat
-from moe_core.hookspecs import backend_hooks
+from moe_core.hookspecs import backend_hooks, hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantFamily, quant_family, scheme
+from moe_core.requirements import PluginRequirement
 from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 
@@ -81,3 +82,11 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
 
 
 moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)
+
+#: The kernels quantize activations and run their glue with the Triton plugin's kernels (moe_core_triton).
+REQUIRES = (PluginRequirement("moe-core-triton", "moe_core_triton", "pip install ./plugins/triton_backend"),)
+
+
+@hookimpl
+def moe_core_requires():
+    return REQUIRES

@@ -1,15 +1,17 @@
 """The plugin's declarations: conformance kit, priorities, and supports() on simulated platforms."""
 
 import dataclasses
+import sys
 
 import pytest
 import torch
 
 from moe_core import quant
+from moe_core.cli import main
 from moe_core.config import MoEConfig, ParallelConfig
 from moe_core.platform import preset
 from moe_core.quant import QuantFamily
-from moe_core.registry import Registry
+from moe_core.registry import Registry, reset_default_registry
 from moe_core.resolver import select
 from moe_core.spec import SupportQuery
 from moe_core.testing import conformance
@@ -86,6 +88,39 @@ def test_without_deep_gemm_the_core_says_so(reg):
     s = quant.scheme("fp8-block")
     got = reg.supports(reg.specs["deepgemm"], SupportQuery(CFG, s.weight_key, s.activation_key, preset("a100")))
     assert not got.ok and "deep_gemm not importable" in got.explain()
+
+
+@pytest.fixture
+def triton_plugin_uninstalled(monkeypatch):
+    """moe-core-triton as after ``pip uninstall moe-core-triton``: its package does not import, its entry point is gone."""
+    monkeypatch.setitem(sys.modules, "moe_core_triton", None)
+    monkeypatch.setenv("MOE_CORE_PLUGINS_DENY", "moe-core-triton")
+    reset_default_registry()
+    yield
+    reset_default_registry()
+
+
+MISSING_TRITON = "moe-core-triton is not installed (pip install ./plugins/triton_backend)"
+
+
+@pytest.mark.parametrize("name", ["deepgemm", "batched_deepgemm"])
+def test_without_the_triton_plugin_supports_says_so_before_any_layer_runs(triton_plugin_uninstalled, name):
+    reg = conformance.registry_with("moe_core_deepgemm.plugin", name="deepgemm")
+    got = _support(reg, name, "h100", parallel=ParallelConfig(use_batched_activation_format=name.startswith("batched")))
+    assert not got.ok and got.reasons == (MISSING_TRITON,)
+    s = quant.scheme("fp8-block")
+    assert select(CFG, s.weight_key, s.activation_key, platform=preset("h100"), registry=reg, environ={}).name == "reference"
+
+
+def test_without_the_triton_plugin_doctor_reports_it(triton_plugin_uninstalled, capsys):
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"[moe_core_requires]: {MISSING_TRITON}" in out and "status: problems found" in out
+
+
+def test_with_the_triton_plugin_nothing_is_missing(reg):
+    assert not [p for p in reg.problems if p.stage == "moe_core_requires"]
+    assert _support(reg, "deepgemm", "h100").ok
 
 
 def test_sm100_bf16_says_it_is_not_validated(reg):
