@@ -1,10 +1,11 @@
 """Launch configurations: tuned data files per device and shape, with a heuristic elsewhere; and the one-launch
 layer's configurations (``gemm=fused`` keys, :func:`choose_fused`), where a data file names them only.
 
-A data file ``configs/<device>.json`` (written by ``python -m moe_core_triton.tune``) maps a shape key
-``"E=128,N=768,K=2048,scheme=unquantized,gemm=1"`` to ``{tokens: config}``; the entry with the
-nearest token count at or above the actual one is used, else the nearest below, if within a factor of
-:data:`REACH`; otherwise the heuristic.
+A data file ``<device>.json`` maps a shape key ``"E=128,N=768,K=2048,scheme=unquantized,gemm=1"`` to
+``{tokens: config}``; the entry with the nearest token count at or above the actual one is used, else the nearest
+below, if within a factor of :data:`REACH`; otherwise the heuristic. Two files serve a device: the one this package
+ships (:data:`CONFIG_DIR`) and the user's own (:func:`user_file`, in moe-core's per-user cache directory, where
+``python -m moe_core_triton.tune`` writes); the user's entry for a (shape, token count) wins.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from moe_core.user_dirs import cache_path
+
+#: The data files this package ships, one per device.
 CONFIG_DIR = Path(__file__).with_name("configs")
 
 
@@ -94,11 +98,42 @@ def device_file_name(device_name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in device_name).strip("_").lower() + ".json"
 
 
-@functools.lru_cache(maxsize=16)
+def user_config_dir() -> Path:
+    """Where the user's data files live: ``<cache dir>/triton/configs`` in moe-core's per-user cache directory
+    (``MOE_CORE_CACHE_DIR``, else ``$XDG_CACHE_HOME/moe-core``, else ``~/.cache/moe-core``: moe_core.user_dirs)."""
+    return cache_path("triton", "configs")
+
+
+def user_file(device_name: str) -> Path:
+    """The user's data file for ``device_name``, where ``python -m moe_core_triton.tune`` writes."""
+    return user_config_dir() / device_file_name(device_name)
+
+
+def data_files() -> list[Path]:
+    """Every data file that may serve some device: the packaged ones, then the user's."""
+    return sorted(CONFIG_DIR.glob("*.json")) + sorted(user_config_dir().glob("*.json"))
+
+
 def _load(device_name: str) -> dict:
-    path = CONFIG_DIR / device_file_name(device_name)
-    if not path.exists():
+    """The packaged data file of ``device_name`` with the user's entries over it, per (shape key, token count)."""
+    merged: dict[str, dict] = {}
+    for path in (CONFIG_DIR / device_file_name(device_name), user_file(device_name)):
+        for key, table in _read(path).items():
+            merged.setdefault(key, {}).update(table)
+    return merged
+
+
+def _read(path: Path) -> dict:
+    """A data file's contents ({} when absent), read again only when the file changes."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
         return {}
+    return _read_cached(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_cached(path: Path, mtime_ns: int, size: int) -> dict:
     return json.loads(path.read_text())
 
 
@@ -148,8 +183,8 @@ def choose(device_name: str, key: str, tokens: int, fallback: LaunchConfig) -> L
 def every_fused_config() -> set[FusedConfig]:
     """Every distinct one-launch config that any device's data file names (``gemm=fused`` keys), for checks that must
     cover whatever a forward on some GPU can launch."""
-    return {FusedConfig(**entry) for path in sorted(CONFIG_DIR.glob("*.json"))
-            for key, table in json.loads(path.read_text()).items() if key.endswith(",gemm=fused")
+    return {FusedConfig(**entry) for path in data_files()
+            for key, table in _read(path).items() if key.endswith(",gemm=fused")
             for entry in table.values() if entry is not None}
 
 

@@ -1,12 +1,14 @@
 """Tune launch configurations on the GPU at hand and store them as a data file.
 
     python -m moe_core_triton.tune --preset qwen3-30b-a3b --scheme unquantized,fp8-block \\
-        --tokens 1,16,64,256,1024,4096,16384 [--out configs/<device>.json] [--jobs 16] [--fused]
+        --tokens 1,16,64,256,1024,4096,16384 [--out FILE] [--jobs 16] [--fused]
 
 For each (shape, scheme, GEMM, token count) every candidate configuration is timed on random
 routing (CUDA events, median, the L2 emptied before each run: moe_core.bench.timing.cold_l2_seconds), then the
 fastest again with ``MMA_IN_FLIGHT`` on, and the fastest of all is written; existing entries of the file are kept
-unless re-tuned. Each candidate's output is checked against the first candidate's before it is timed. ``--jobs N``
+unless re-tuned. The file is the user's data file of this device (:func:`moe_core_triton.configs.user_file`, in
+moe-core's per-user cache directory, ``MOE_CORE_CACHE_DIR``), which the Triton backend reads over the data the package
+ships; nothing is written into the installed package. Each candidate's output is checked against the first candidate's before it is timed. ``--jobs N``
 first compiles every case's candidates in N processes at once (:func:`compile_ahead`): compiling takes most of a full
 search's time, and runs on one CPU core per candidate.
 ``--fused`` searches the one-launch layer instead (:func:`tune_fused_case`, unquantized layers, forwards of a PairTable).
@@ -43,7 +45,7 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 8, 4), (256, 64, 8, 4),  # the fastest prefill tiles with TMA_B on the H100 (docs/benchmarks/triton-h100.md)
     (256, 128, 8, 3), (128, 128, 4, 3),  # the fastest fp8 prefill tiles of Qwen3 at 4096 tokens, 64 rows (same file)
     # K steps of 256: Mixtral's fastest decode tiles of int4, int8 and e4m3 codes, 2 to 8% faster GEMM steps than
-    # tiles of 128 (docs/benchmarks/weight-only-h100.md, session 35)
+    # tiles of 128 (docs/benchmarks/weight-only-h100.md)
     (64, 256, 4, 4), (64, 256, 4, 6), (128, 256, 8, 4),
 ]
 
@@ -58,7 +60,7 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     (weight-only schemes dequantize from pointer loads). Rows stop at 128: weight-only tiles of 256 rows, which
     dequantize half as often per FLOP, measured slower on the H100 on K-ordered codes (docs/benchmarks/weight-only-h100.md).
     ``swapped_only``: SWAP_AB alone, for weight-only codes stored in fragment order (the swapped tile was the fastest
-    in every full search of them on the H100, same file, session 34), and 256 rows beyond 128 rows per expert (the
+    in every full search of them on the H100, same file), and 256 rows beyond 128 rows per expert (the
     MMA's N = 256: Mixtral's GEMM2 at 4096 tokens 1 to 26% faster than with 128, same file). ``gate_up`` (a weight-only
     GEMM1): its 256-row tiles are tried with GATE_UP too, one accumulator for gate and up rows (two of 256 rows do not
     fit the registers), so each dequantized weight serves 256 rows as GEMM2's do. Weight-only decode tiles (at most 32
@@ -311,7 +313,7 @@ def compile_ahead(cases: list[tuple[str, str, int]], refine: bool, jobs: int, fu
     processes at once (``--compile-only``, one per case), so the timed search that follows in this process finds
     them compiled. Compiling takes most of a search's time and one CPU core per candidate: on the 16-core H100
     machine, 16 cases of about 130 candidates compiled in 397 s against about 30 minutes one after another
-    (docs/benchmarks/weight-only-h100.md, session 34). Each process holds its own layer on the GPU. A case that
+    (docs/benchmarks/weight-only-h100.md). Each process holds its own layer on the GPU. A case that
     fails here is only reported: the timed search runs it again and raises."""
     started = time.monotonic()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -335,7 +337,7 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", required=True, help="comma-separated model presets")
     parser.add_argument("--scheme", required=True, help="comma-separated schemes")
     parser.add_argument("--tokens", default="1,16,64,256,1024,4096,16384")
-    parser.add_argument("--out", help="data file (default: configs/<this device>.json in the package)")
+    parser.add_argument("--out", help="data file (default: this device's file in the per-user cache directory, configs.user_file())")
     parser.add_argument("--refine", action="store_true", help="try only the current choice and its neighbours (see refinements())")
     parser.add_argument("--jobs", type=int, default=1,
                         help="compile the candidates of every case in this many processes at once first (compile_ahead())")
@@ -354,7 +356,8 @@ def main(argv=None) -> int:
         return 0
     if args.jobs > 1:
         compile_ahead(cases, args.refine, args.jobs, args.fused)
-    path = Path(args.out) if args.out else configs.CONFIG_DIR / configs.device_file_name(torch.cuda.get_device_name())
+    path = Path(args.out) if args.out else configs.user_file(torch.cuda.get_device_name())
+    path.parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(path.read_text()) if path.exists() else {}
     for preset, scheme_name, tokens in cases:
         cfg = model(preset).config()

@@ -1,6 +1,8 @@
 """Which tuned entry serves a token count: the nearest at or above, else below, within configs.REACH;
 the heuristic beyond (a table tuned for decode only must not serve prefill)."""
 
+import json
+
 import pytest
 
 from moe_core_triton import configs
@@ -37,7 +39,8 @@ def test_an_untuned_shape_or_device_gets_the_fallback(monkeypatch):
     assert configs.choose("gpu", KEY, 16, FALLBACK) is FALLBACK
 
 
-def test_the_shipped_h100_file_loads_and_serves_its_own_token_counts():
+def test_the_shipped_h100_file_loads_and_serves_its_own_token_counts(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOE_CORE_CACHE_DIR", str(tmp_path))  # no user file over it
     name = "NVIDIA H100 80GB HBM3"
     data = configs._load(name)
     assert data, "the H100 data file is missing"
@@ -67,3 +70,24 @@ def test_the_heuristic_swaps_tiles_of_codes_in_fragment_order_only(pairs):
     assert not plain.SWAP_AB and plain.BLOCK_K == 128 and not k_order.SWAP_AB and k_order.BLOCK_K == 64
     assert swapped.SWAP_AB and swapped.BLOCK_K == 64 and swapped.BLOCK_M == plain.BLOCK_M
     assert (swapped.BLOCK_N, swapped.num_warps) == ((64, 4) if pairs / 8 > 256 else (plain.BLOCK_N, plain.num_warps))
+
+
+def test_the_users_entries_win_over_the_packaged_ones_per_token_count(tmp_path, monkeypatch):
+    """The user's data file (written by the tuner under MOE_CORE_CACHE_DIR) is read over the packaged one: its
+    (shape, token count) entries win, the packaged entries it does not name still serve, its new shapes are added."""
+    name = "NVIDIA H100 80GB HBM3"
+    packaged = configs._read(configs.CONFIG_DIR / configs.device_file_name(name))
+    key, table = next((k, t) for k, t in sorted(packaged.items()) if not k.endswith("gemm=fused") and len(t) > 1)
+    mine, kept = sorted(table, key=int)[:2]
+    own = configs.LaunchConfig(16, 32, 32, 1, 2, 2)
+    monkeypatch.setenv("MOE_CORE_CACHE_DIR", str(tmp_path))
+    assert configs.user_file(name) == tmp_path / "triton" / "configs" / "nvidia_h100_80gb_hbm3.json"
+    configs.user_file(name).parent.mkdir(parents=True)
+    configs.user_file(name).write_text(json.dumps({key: {mine: own.to_dict()}, KEY: tuned(64)[KEY]}))
+    assert configs.choose(name, key, int(mine), FALLBACK) == own
+    assert configs.choose(name, key, int(kept), FALLBACK) == configs.LaunchConfig(**table[kept])
+    assert configs.choose(name, KEY, 64, FALLBACK) == configs.LaunchConfig(16, 64, 64, 1, 4, 64)
+    fused = configs.FusedConfig(16, 32, 24, 128, 128, 4, 3)
+    configs.user_file(name).write_text(json.dumps({"E=8,N=64,K=64,scheme=unquantized,gemm=fused": {"1": fused.to_dict()}}))
+    assert fused in configs.every_fused_config()
+    assert configs.choose(name, key, int(mine), FALLBACK) == configs.LaunchConfig(**table[mine])  # the file changed: read again

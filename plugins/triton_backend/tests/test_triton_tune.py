@@ -303,3 +303,25 @@ def test_main_writes_fused_entries_under_the_fused_key(tmp_path, monkeypatch):
     cfg = model("tiny").config()
     key = configs.shape_key(cfg.num_experts, cfg.intermediate_size, cfg.hidden_size, "unquantized", "fused")
     assert json.loads(path.read_text()) == {key: {"1": picked.to_dict(), "16": None}}
+
+
+def _tree(directory) -> dict:
+    """Every file under ``directory`` with its size and modification time."""
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.rglob("*") if p.is_file()}
+
+
+def test_main_writes_the_users_file_in_the_cache_directory_never_into_the_package(tmp_path, monkeypatch):
+    """Without --out the tuned entries go to this device's file under MOE_CORE_CACHE_DIR, which the backend then reads
+    over the packaged data; the package's own files are left as they were."""
+    monkeypatch.setenv("MOE_CORE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tune.torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    packaged = _tree(configs.CONFIG_DIR)
+    cfg = model("tiny").config()
+    picked = configs.LaunchConfig(16, 64, 128, 1, 4, 5, True)
+    monkeypatch.setattr(tune, "tune_case", lambda preset, scheme_name, tokens, refine: {1: picked})
+    assert tune.main(["--preset", "tiny", "--scheme", "w4a16", "--tokens", "16"]) == 0
+    written = tmp_path / "cache" / "triton" / "configs" / "nvidia_h100_80gb_hbm3.json"
+    key = configs.shape_key(cfg.num_experts, cfg.intermediate_size, cfg.hidden_size, "w4a16", 1)
+    assert json.loads(written.read_text()) == {key: {"16": picked.to_dict()}}
+    assert _tree(configs.CONFIG_DIR) == packaged
+    assert configs.choose("NVIDIA H100 80GB HBM3", key, 16, configs.LaunchConfig(32, 64, 64, 8, 4, 4)) == picked
