@@ -76,8 +76,9 @@ class Validation:
     """Where a backend's conformance numerics last passed on real hardware — or that they never did.
 
     ``hardware`` (e.g. ``"NVIDIA H100 80GB HBM3"``), ``provider`` (the kernel library and version the
-    run used, e.g. ``"deep_gemm 2.6.1 (54e2261)"``), ``date`` (ISO) and ``log`` (a path in the
-    repository or a URL). An empty record (:data:`NOT_VALIDATED`) says "never validated on hardware".
+    run used, e.g. ``"deep_gemm 2.6.1 (54e2261)"``), ``date`` (ISO) and ``log`` (a path in moe-core's
+    source repository, which a wheel does not contain, or a URL). An empty record (:data:`NOT_VALIDATED`)
+    says "never validated on hardware".
     """
 
     hardware: str = ""
@@ -97,7 +98,8 @@ class Validation:
         """One line for ``moe-core list`` / ``explain`` / ``doctor``."""
         if not self.validated:
             return "not validated on hardware"
-        details = ", ".join(x for x in (self.provider, self.date, f"log {self.log}" if self.log else "") if x)
+        where = self.log if "://" in self.log else f"{self.log} in moe-core's source repository"
+        details = ", ".join(x for x in (self.provider, self.date, f"log {where}" if self.log else "") if x)
         return f"validated on {self.hardware} ({details})"
 
 

@@ -30,7 +30,9 @@ def test_a_record_says_where_and_when_or_that_it_never_ran():
     assert NOT_VALIDATED.describe() == "not validated on hardware" and not NOT_VALIDATED.validated
     record = Validation(hardware="NVIDIA H100 80GB HBM3", provider="triton 3.6.0", date="2026-11-23", log="docs/x.log")
     assert record.validated
-    assert record.describe() == "validated on NVIDIA H100 80GB HBM3 (triton 3.6.0, 2026-11-23, log docs/x.log)"
+    assert record.describe() == "validated on NVIDIA H100 80GB HBM3 (triton 3.6.0, 2026-11-23, log docs/x.log in moe-core's source repository)"
+    online = Validation(hardware="NVIDIA H100 80GB HBM3", date="2026-11-23", log="https://example.org/x.log")
+    assert online.describe() == "validated on NVIDIA H100 80GB HBM3 (2026-11-23, log https://example.org/x.log)"
     with pytest.raises(InvalidConfigError, match="needs the date"):
         Validation(hardware="NVIDIA H100 80GB HBM3")
 

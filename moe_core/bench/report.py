@@ -76,7 +76,7 @@ def write_plot(path: str, doc: dict, metric: str = "time") -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise RuntimeError("--plot needs matplotlib: pip install 'moe-core[plot]'") from exc
+        raise RuntimeError("--plot needs matplotlib: pip install 'matplotlib>=3.7' (from a clone of moe-core: pip install '.[plot]')") from exc
     cases = doc["cases"]
     cols = min(4, len(cases))
     rows = -(-len(cases) // cols)

@@ -11,7 +11,7 @@
 Every experts module then runs through the torch custom op ``moe_core::fused_experts`` on the
 backend moe-core selects for it (the torch reference on a CPU). See docs/integrations.md for what
 is supported, the error cases, and how ``torch.compile(model, fullgraph=True)`` traces through.
-Requires the ``transformers`` extra: ``pip install moe-core[transformers]``.
+Requires the ``transformers`` extra: ``pip install '.[transformers]'`` from a clone of moe-core (docs/install.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ try:
     from transformers.integrations.finegrained_fp8 import FP8ExpertsInterface
     from transformers.integrations.moe import ExpertsInterface
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("moe_core.integrations.transformers needs transformers: pip install 'moe-core[transformers]'") from exc
+    raise ImportError("moe_core.integrations.transformers needs transformers (moe-core's `transformers` extra): "
+                      "pip install '.[transformers]' from a clone of moe-core") from exc
 
 from moe_core.config import AUTO
 from moe_core.errors import MoECoreError

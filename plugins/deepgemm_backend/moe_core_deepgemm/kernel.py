@@ -26,7 +26,7 @@ from moe_core.errors import MoECoreError
 from moe_core.kernel import MoEKernel
 from moe_core.routing import BatchedRouting
 from moe_core.weights import ExpertWeights
-from moe_core_deepgemm import glue
+from moe_core_deepgemm import glue, how_to_build
 from moe_core_deepgemm.layout import MASKED_M_MULTIPLE, empty_mn_major_scales, round_up, weight_scales_for_sm90
 from moe_core_triton.quantize import quantize_activations
 
@@ -40,11 +40,7 @@ def deep_gemm_module():
     try:
         return importlib.import_module("deep_gemm")
     except ImportError as exc:
-        raise DeepGemmUnavailableError(
-            f"the deepgemm backends need the deep_gemm package, which failed to import ({exc}). Build it from "
-            "source with plugins/deepgemm_backend/build_deepgemm.sh (see plugins/deepgemm_backend/README.md); "
-            "PyPI's deep-gemm 1.0.0 is an incomplete sdist and does not work"
-        ) from exc
+        raise DeepGemmUnavailableError(f"the deepgemm backends need the deep_gemm package, which failed to import ({exc}): {how_to_build()}") from exc
 
 
 class DeepGemmKernel(MoEKernel):

@@ -16,6 +16,7 @@ from moe_core.quant import QuantFamily, quant_family, scheme
 from moe_core.requirements import PluginRequirement
 from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
+from moe_core_deepgemm import how_to_build
 
 SCHEMES = ("fp8-block", "unquantized")
 
@@ -90,3 +91,11 @@ REQUIRES = (PluginRequirement("moe-core-triton", "moe_core_triton", "pip install
 @hookimpl
 def moe_core_requires():
     return REQUIRES
+
+
+@hookimpl
+def moe_core_doctor():
+    """Where DeepGEMM is missing, how to build it (the script this package ships, at its installed path)."""
+    from moe_core.resolver import current_platform
+
+    return None if current_platform().has_package("deep_gemm") else [f"deep_gemm is not installed: {how_to_build()}"]

@@ -14,7 +14,7 @@ step() { local limit=$1 name=$2; shift 2; echo "== $name (limit ${limit}s)"; loc
          timeout "$limit" "$@" > "$out/$name.log" 2>&1; echo "   rc=$? in $((SECONDS - t0))s"; tail -n 4 "$out/$name.log"
          if [[ -n ${OUT:-} ]]; then tar czf "$OUT/logs.tgz" -C "$out" .; fi; }
 
-step 240 build plugins/deepgemm_backend/build_deepgemm.sh "$src"
+step 240 build bash plugins/deepgemm_backend/moe_core_deepgemm/build_deepgemm.sh "$src"
 step 120 install python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton_backend -e plugins/deepgemm_backend
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import sys, torch, triton, deep_gemm; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'deep_gemm', deep_gemm.__version__)"

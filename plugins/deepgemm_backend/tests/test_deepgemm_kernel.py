@@ -13,6 +13,7 @@ from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.routing import Routing
+from moe_core_deepgemm import BUILD_SCRIPT
 from moe_core_deepgemm.kernel import BatchedDeepGemmKernel, DeepGemmKernel, DeepGemmUnavailableError
 from moe_core_deepgemm.layout import weight_scales_for_sm90
 
@@ -97,5 +98,6 @@ def test_missing_deep_gemm_is_a_typed_error_that_says_how_to_build_it(monkeypatc
     kernel = DeepGemmKernel(CFG, None, None)
     weights = kernel.prepare_weights(random_layer(CFG, sch, device=DEVICE))
     x, routing = random_inputs(CFG, 2, device=DEVICE)
-    with pytest.raises(DeepGemmUnavailableError, match="build_deepgemm.sh"):
+    with pytest.raises(DeepGemmUnavailableError, match="build_deepgemm.sh") as raised:
         kernel.apply(x, weights, routing)
+    assert f"bash {BUILD_SCRIPT} SOURCE_DIR" in str(raised.value) and BUILD_SCRIPT.is_file()

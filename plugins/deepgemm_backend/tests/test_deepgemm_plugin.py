@@ -154,3 +154,14 @@ def test_lora_goes_to_triton(reg_with_triton):
     cfg = dataclasses.replace(CFG, lora_enabled=True)
     sel = select(cfg, s.weight_key, s.activation_key, platform=preset("h100"), registry=reg_with_triton, environ={})
     assert sel.name == "triton"
+
+
+def test_doctor_says_how_to_build_deep_gemm_where_it_is_missing(monkeypatch):
+    from moe_core_deepgemm import BUILD_SCRIPT, plugin
+
+    monkeypatch.setattr("moe_core.resolver.current_platform", lambda: preset("h100"))
+    assert plugin.moe_core_doctor() is None
+    monkeypatch.setattr("moe_core.resolver.current_platform", lambda: preset("a100"))
+    (line,) = plugin.moe_core_doctor()
+    assert line.startswith(f"deep_gemm is not installed: build it from source with `bash {BUILD_SCRIPT} SOURCE_DIR`")
+    assert BUILD_SCRIPT.is_file() and BUILD_SCRIPT.read_text().startswith("#!/usr/bin/env bash")

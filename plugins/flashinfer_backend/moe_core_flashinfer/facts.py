@@ -25,7 +25,7 @@ from moe_core_flashinfer import contract
 
 INSTALL_HINT = (
     f"install FlashInfer (`pip install 'flashinfer-python{contract.VERSION_RANGE}'`, which "
-    "`pip install moe-core-flashinfer` pulls in); its kernels need an NVIDIA GPU"
+    "`pip install ./plugins/flashinfer_backend` pulls in from a clone of moe-core); its kernels need an NVIDIA GPU"
 )
 
 #: Compute capabilities (major * 10 + minor) probed when a refusal lists where a config runs.

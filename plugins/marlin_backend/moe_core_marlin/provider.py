@@ -6,7 +6,7 @@ from moe_core.provider import Provider, ProviderUnavailableError
 from moe_core_marlin.contract import SCALAR_TYPES_ATTR, SCALAR_TYPES_MODULE
 
 INSTALL_HINT = (
-    "install vLLM built for this CUDA and torch (`pip install vllm`, or `pip install moe-core-marlin[vllm]`); "
+    "install vLLM built for this CUDA and torch (`pip install vllm`, or `pip install './plugins/marlin_backend[vllm]'` from a clone of moe-core); "
     "its compiled _C/_moe_C extensions provide the Marlin MoE ops"
 )
 
