@@ -4,6 +4,8 @@ the heuristic beyond (a table tuned for decode only must not serve prefill)."""
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moe_core_triton import configs
 
@@ -91,3 +93,24 @@ def test_the_users_entries_win_over_the_packaged_ones_per_token_count(tmp_path, 
     configs.user_file(name).write_text(json.dumps({"E=8,N=64,K=64,scheme=unquantized,gemm=fused": {"1": fused.to_dict()}}))
     assert fused in configs.every_fused_config()
     assert configs.choose(name, key, int(mine), FALLBACK) == configs.LaunchConfig(**table[mine])  # the file changed: read again
+
+
+TABLES = st.dictionaries(st.sampled_from([KEY, KEY.replace("gemm=1", "gemm=2"), KEY.replace("w8a16", "fp8")]),
+                         st.dictionaries(st.sampled_from(["1", "16", "64", "4096"]), st.integers(1, 8), max_size=4), max_size=3)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(packaged=TABLES, users=TABLES)
+def test_every_entry_is_the_users_where_it_has_one_else_the_packaged_one(packaged, users):
+    """_load's merge, for any two files: the keys and token counts of both, the user's value wherever it names one."""
+    real_read = configs._read
+    try:
+        configs._read = lambda path: packaged if path.parent == configs.CONFIG_DIR else users
+        merged = configs._load("gpu")
+    finally:
+        configs._read = real_read
+    assert set(merged) == set(packaged) | set(users)
+    for key, table in merged.items():
+        assert set(table) == set(packaged.get(key, {})) | set(users.get(key, {}))
+        for tokens, value in table.items():
+            assert value == users.get(key, {}).get(tokens, packaged.get(key, {}).get(tokens))
