@@ -131,7 +131,7 @@ def cold_l2_seconds(fn: Callable[[], object], warmup_ms: float = 25.0, rep_ms: f
     which the run evicts for free. ``triton.testing.do_bench`` empties it by writing zeros instead, so each run first
     writes the L2's dirty lines back to memory while it streams its own data: on the H100 that added about 9 µs to a
     one-token Qwen3-30B-A3B layer (48.0 against 39.2 µs) and about 10 µs to Mixtral-8x7B's
-    (docs/benchmarks/h100-2026-11-24-s31/decode_timing.txt). Runs for about ``warmup_ms`` first, then times about
+    (docs/benchmarks/raw/2026-11-24-l2-read-timer/decode_timing.txt). Runs for about ``warmup_ms`` first, then times about
     ``rep_ms`` worth of runs (at least 5)."""
     import torch
 

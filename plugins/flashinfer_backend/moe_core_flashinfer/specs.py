@@ -48,5 +48,5 @@ SPECS = [
           applies_swiglu_clamp=True, validation=Validation(
               hardware="NVIDIA H100 80GB HBM3",
               provider="flashinfer-python 0.7.2.post1, cuda-tile 1.7.0 with tileiras/ptxas/libnvvm 13.4.92, torch 2.11.0+cu130",
-              date="2026-11-23", log="docs/benchmarks/h100-2026-11-23/flashinfer_gpu_tests.log")),
+              date="2026-11-23", log="docs/benchmarks/raw/2026-11-23-plugins-and-host/flashinfer_gpu_tests.log")),
 ]

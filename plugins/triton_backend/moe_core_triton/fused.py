@@ -86,7 +86,7 @@ def cast_sums_if_last(sums_ptr, count_ptr, out_ptr, total, H, stride_om, BLOCK: 
     """Step 3 of the module docstring: every program arrives once its atomics are issued; the last of them reads the
     ``total`` float32 sums [tokens, H], writes them into ``out`` in its dtype and zeroes them, then zeroes the counter.
     It reads them by atomic exchanges: on the H100, plain loads after the arrival missed some programs' atomics in 6 to
-    16 of 30 forwards, exchanges in none (docs/benchmarks/h100-2026-11-25-s36/fused_probe.py, calls 3 to 5; their
+    16 of 30 forwards, exchanges in none (docs/benchmarks/raw/2026-11-25-fused-decode-probe/fused_probe.py, calls 3 to 5; their
     output was not kept). test_many_programs_give_the_same_sums_every_forward repeats the check on the GPU."""
     tl.debug_barrier()  # every thread's atomics come before the release below
     programs = tl.num_programs(0) * tl.num_programs(1)

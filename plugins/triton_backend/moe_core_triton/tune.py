@@ -190,7 +190,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
 #: power of two at or above COLS). On the H100, a wider search for Qwen3-30B-A3B at 1 and 2 tokens (228 candidates: K and
 #: H steps of 64 to 256, 3 to 6 stages) found its fastest with K and H steps of 128, 8 warps and 3 or 4 stages; its
 #: twelve fastest, other steps among them, were within 2% (1 token) and 4% (2 tokens) of that
-#: (docs/benchmarks/h100-2026-11-26-s37/fused_sweep3.txt).
+#: (docs/benchmarks/raw/2026-11-26-fused-decode-layer/fused_sweep3.txt).
 _FUSED_COLS = (16, 24, 32, 48, 64, 96, 128)
 _FUSED_LAUNCH = ((4, 3), (4, 4), (8, 3), (8, 4))
 #: Programs per SM a one-launch candidate may have: fewer leave SMs idle, more make many waves of short programs.
