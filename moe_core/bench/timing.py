@@ -101,7 +101,7 @@ def _cuda_batch_seconds(fn: Callable[[], object], calls: int) -> float:
     after one untimed lead call: while the GPU runs it, the host enqueues the start event and the first timed call, as
     in a model running eagerly, where the host works ahead of the GPU. Without it, the first call's host time (the GPU
     idle, waiting for its first kernel) counted in every batch: for Mixtral-8x7B at 4096 tokens on the H100, 266 µs
-    over a batch of 4 calls (docs/benchmarks/triton-h100.md, session 39). A call whose host work outlasts its GPU work
+    over a batch of 4 calls (docs/benchmarks/triton-h100.md, 2026-11-27). A call whose host work outlasts its GPU work
     is still timed by its host work."""
     import torch
 

@@ -1,4 +1,4 @@
-"""Cheap repeated launches of ``@triton.jit`` kernels (host overhead, issue 12).
+"""Cheap repeated launches of ``@triton.jit`` kernels (host overhead).
 
 Triton 3.6's ``JITFunction.run`` costs about 38 µs of host time for a 30-argument launch on the H100
 machine: it binds and specialises every argument, builds its cache key from strings, and builds
