@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session for the DeepGEMM plugin: build DeepGEMM (unless it imports), install the project,
+# One GPU run for the DeepGEMM plugin: build DeepGEMM (unless it imports), install the project,
 # run the GPU tests, then the benchmark. Logs go to ./gpu-out, re-packed into $OUT/logs.tgz after
 # every step when $OUT is set (the device tool returns at most 8 files). Run from the repo root:
 #   plugins/deepgemm_backend/scripts/gpu_check.sh .deepgemm/DeepGEMM
