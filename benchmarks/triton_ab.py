@@ -10,7 +10,9 @@ alternate the versions. The unquantized rows of an unchanged bf16 path show the 
         [--tokens 1,16,64,4096] [--rounds 5]
 
 ``--old`` exports ``plugins/triton_backend/moe_core_triton`` at COMMIT (``git archive``) into a temporary folder as the
-package ``moe_core_triton_old``. Prints one line per case: ``case | graph old -> new us (gain) | max diff``, where max
+package ``moe_core_triton_old``; on a machine without the repository's history, ``--old`` may instead name a folder
+holding that package (``git archive COMMIT plugins/triton_backend | tar -x -C DIR`` made elsewhere:
+``--old DIR/plugins/triton_backend/moe_core_triton``). Prints one line per case: ``case | graph old -> new us (gain) | max diff``, where max
 diff is the largest |old - new| over the output's largest |value| (0 where the change keeps every bit).
 """
 
@@ -37,21 +39,21 @@ PACKAGE = "plugins/triton_backend/moe_core_triton"
 SCHEMES = "unquantized,w4a16,w4a16-zp,w8a16,w8a16-zp,fp8-w8a16,fp8-block-w8a16,nvfp4-w4a16,mxfp4"
 
 
-def old_package(commit: str, into: Path) -> None:
-    """Export the plugin package at ``commit`` as ``into/moe_core_triton_old`` (its own imports rewritten to match)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, PACKAGE], check=True,
-                             capture_output=True).stdout
-    target = into / "moe_core_triton_old"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        for member in tar.getmembers():
-            if not member.isfile():
-                continue
-            path = target / Path(member.name).relative_to(PACKAGE)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            data = tar.extractfile(member).read()
-            if path.suffix == ".py":
-                data = data.replace(b"moe_core_triton", b"moe_core_triton_old")
-            path.write_bytes(data)
+def old_package(old: str, into: Path) -> None:
+    """Write the plugin package of ``old`` (a commit, or a folder holding the package) as ``into/moe_core_triton_old``,
+    its own imports rewritten to match."""
+    if Path(old).is_dir():
+        files = {path.relative_to(old): path.read_bytes() for path in Path(old).rglob("*")
+                 if path.is_file() and "__pycache__" not in path.parts}
+    else:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", old, PACKAGE], check=True,
+                                 capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            files = {Path(m.name).relative_to(PACKAGE): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    for relative, data in files.items():
+        path = into / "moe_core_triton_old" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.replace(b"moe_core_triton", b"moe_core_triton_old") if path.suffix == ".py" else data)
 
 
 def graph(fn) -> torch.cuda.CUDAGraph:
@@ -89,7 +91,7 @@ def compare(versions: dict, preset: str, scheme_name: str, tokens: int, rounds: 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--old", required=True, help="the commit to compare the working tree's plugin against")
+    parser.add_argument("--old", required=True, help="the commit (or package folder) to compare the working tree's plugin against")
     parser.add_argument("--presets", default="qwen3-30b-a3b,mixtral-8x7b")
     parser.add_argument("--schemes", default=SCHEMES)
     parser.add_argument("--tokens", default="1,16,64,4096")
