@@ -2,62 +2,21 @@
 
 import json
 import multiprocessing
-import time
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moe_core import autotune, autotune_cache, quant
+from moe_core import autotune, autotune_cache
 from moe_core.autotune_cache import AutotuneCacheError
 from moe_core.cli import main
-from moe_core.config import MoEConfig
-from moe_core.hookspecs import hookimpl
-from moe_core.platform import DeviceKind, preset
+from moe_core.platform import preset
 from moe_core.ranking import MeasuredWith, RankingEntry
-from moe_core.reference.kernel import ReferenceKernel
-from moe_core.registry import Registry
 from moe_core.resolver import current_platform, select
 from moe_core.selection import SelectionSource
-from moe_core.spec import BackendSpec
-
-CFG = MoEConfig(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, dtype=torch.float32)
-UNQ = quant.scheme("unquantized")
-#: The slow fake's delay per call: far above the reference compute at these sizes on a loaded 2-core CI machine.
-SLEEP_S = 0.02
-
-
-class SlowKernel(ReferenceKernel):
-    backend_name = "slow"
-
-    def forward(self, hidden_states, weights, routing, **kw):
-        time.sleep(SLEEP_S)
-        return super().forward(hidden_states, weights, routing, **kw)
-
-
-class WrongKernel(ReferenceKernel):
-    backend_name = "wrong"
-
-    def forward(self, hidden_states, weights, routing, **kw):
-        return super().forward(hidden_states, weights, routing, **kw) * 1.5
-
-
-def _spec(name, prio, kernel):
-    return BackendSpec(name=name, family="fakes", priority=prio, schemes=[UNQ], kernel=kernel, devices={DeviceKind.CPU, DeviceKind.CUDA})
-
-
-class Fakes:
-    @hookimpl
-    def moe_core_backends(self):
-        return [_spec("wrong", 100, WrongKernel), _spec("slow", 300, SlowKernel), _spec("fast", 200, ReferenceKernel)]
-
-
-@pytest.fixture
-def reg():
-    r = Registry(autoload=False, environ={})
-    r.register(Fakes(), name="fakes")
-    return r
+#: reg: a registry of wrong (priority 900, wrong output), slowpoke (300, slow above 2 tokens) and speedy (200, slow up to 2)
+from tests.test_bench_and_ranking import CFG, reg  # noqa: F401 - reg is a fixture
 
 
 @pytest.fixture(autouse=True)
@@ -90,32 +49,32 @@ def test_bucket_holds_its_count_and_buckets_tile(tokens):
 def test_selection_measures_once_then_reuses_the_cache(reg, env, monkeypatch):
     here = current_platform()
     static = select(CFG, platform=here, registry=reg, environ=env)
-    assert static.name == "slow"  # by priority
+    assert static.name == "wrong"  # by priority
     chosen = select(CFG, platform=here, registry=reg, environ=env, num_tokens=6)
-    assert chosen.name == "fast" and chosen.source is SelectionSource.RANKING
+    assert chosen.name == "speedy" and chosen.source is SelectionSource.RANKING
     path = autotune_cache.cache_file(here.device_name, env)
     assert chosen.decided_by.startswith(f"measured: autotune cache {path}, 20")
     doc = json.loads(path.read_text())
-    assert [(e["tokens_min"], e["tokens_max"], e["order"]) for e in doc["entries"]] == [(5, 8, ["fast", "slow"])]  # wrong: gated out
+    assert [(e["tokens_min"], e["tokens_max"], e["order"]) for e in doc["entries"]] == [(5, 8, ["speedy", "slowpoke"])]  # wrong: gated out
     assert doc["measured_with"]["versions"]["torch"] == torch.__version__
 
     monkeypatch.setattr(autotune, "measure", lambda *a, **k: pytest.fail("measured again"))
-    assert select(CFG, platform=here, registry=reg, environ=env, num_tokens=7).name == "fast"  # same bucket: cached
+    assert select(CFG, platform=here, registry=reg, environ=env, num_tokens=7).name == "speedy"  # same bucket: cached
     autotune_cache.forget()  # as a new process would: read from the file
-    assert select(CFG, platform=here, registry=reg, environ=env, num_tokens=5).name == "fast"
+    assert select(CFG, platform=here, registry=reg, environ=env, num_tokens=5).name == "speedy"
 
 
 def test_wrong_backend_is_gated_out(reg, env):
-    result = autotune.measure(select(CFG, platform=current_platform(), registry=reg, environ=env).query, ["wrong", "fast"], 4, reg,
+    result = autotune.measure(select(CFG, platform=current_platform(), registry=reg, environ=env).query, ["wrong", "speedy"], 4, reg,
                               torch.device("cpu"))
     assert result.outcomes["wrong"][0] is autotune.Outcome.FAILED and "differs from the reference" in result.outcomes["wrong"][1]
-    assert result.order == ("fast",)
+    assert result.order == ("speedy",)
 
 
 def test_budget_stops_starting_backends(reg, env):
     query = select(CFG, platform=current_platform(), registry=reg, environ=env).query
-    result = autotune.measure(query, ["slow", "fast"], 4, reg, torch.device("cpu"), budget_s=0.0)
-    assert {n: o for n, (o, _) in result.outcomes.items()} == {"slow": autotune.Outcome.NOT_TIMED, "fast": autotune.Outcome.NOT_TIMED}
+    result = autotune.measure(query, ["slowpoke", "speedy"], 4, reg, torch.device("cpu"), budget_s=0.0)
+    assert {n: o for n, (o, _) in result.outcomes.items()} == {"slowpoke": autotune.Outcome.NOT_TIMED, "speedy": autotune.Outcome.NOT_TIMED}
     assert result.order == ()
 
 
@@ -131,9 +90,9 @@ def test_no_measuring_for_a_simulated_platform_or_when_off(reg, tmp_path, monkey
 def test_api_switch_overrides_the_environment(reg, tmp_path):
     env = {"MOE_CORE_CACHE_DIR": str(tmp_path), "MOE_CORE_DISABLE": "reference"}
     autotune.enable()
-    assert select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=3).name == "fast"
+    assert select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=3).name == "speedy"
     autotune.enable(False)
-    assert select(CFG, platform=current_platform(), registry=reg, environ={**env, "MOE_CORE_AUTOTUNE": "1"}, num_tokens=100).name == "slow"
+    assert select(CFG, platform=current_platform(), registry=reg, environ={**env, "MOE_CORE_AUTOTUNE": "1"}, num_tokens=100).name == "wrong"
 
 
 def test_never_during_cuda_graph_capture(reg, env, monkeypatch):
@@ -141,10 +100,10 @@ def test_never_during_cuda_graph_capture(reg, env, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     monkeypatch.setattr(autotune, "measure", lambda *a, **k: pytest.fail("measured while capturing"))
     during = select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=6)
-    assert during.name == "slow" and during.source is SelectionSource.PRIORITY
+    assert during.name == "wrong" and during.source is SelectionSource.PRIORITY
     monkeypatch.undo()
     after = select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=6)  # not cached: measured now
-    assert after.name == "fast" and after.source is SelectionSource.RANKING
+    assert after.name == "speedy" and after.source is SelectionSource.RANKING
 
 
 @pytest.mark.parametrize("text,problem", [
@@ -163,7 +122,7 @@ def _writer(directory, worker, barrier):
     barrier.wait()
     path = autotune_cache.cache_file("cpu", {"MOE_CORE_CACHE_DIR": directory})
     for i in range(8):
-        entry = RankingEntry(4, 2, 32 + worker, 16, "float32", "unquantized", i + 1, i + 1, ("fast",))
+        entry = RankingEntry(4, 2, 32 + worker, 16, "float32", "unquantized", i + 1, i + 1, ("speedy",))
         autotune_cache.write(path, "cpu", [entry], MeasuredWith(command=f"writer {worker}"))
 
 
