@@ -5,9 +5,9 @@ Two steps, one command on the GPU:
   python benchmarks/ship_ranking.py run     # time the presets x schemes x token counts, then merge
   python benchmarks/ship_ranking.py merge   # only merge recorded bench JSONs (any machine)
 
-``run`` calls ``moe-core bench`` once per (preset, scheme) so that one case that fails (out of
-memory, say) loses only itself; it stops starting cases once ``--budget-s`` has passed and says
-which it skipped. Its JSONs go to ``$OUT/ship-ranking/`` (else ``./ship-ranking-out/``). ``merge``
+``run`` calls ``moe-core bench`` once per group of cases (:data:`GROUPS`; DeepSeek-V3 bf16, the
+largest, alone and last) so that a group that fails (out of memory, say) loses only itself; it
+starts no group once ``--budget-s`` has passed and says which it skipped. Its JSONs go to ``$OUT/ship-ranking/`` (else ``./ship-ranking-out/``). ``merge``
 reads every ``moe-core bench --json`` document under ``docs/benchmarks`` plus the new ones, keeps
 those measured on the device, and writes the ranking (rules: moe_core/ranking_merge.py) to
 ``moe_core/rankings/`` and, under ``run``, to the output folder too. Backends ranked: the
@@ -34,9 +34,9 @@ from moe_core.ranking_merge import deciding, merge, points  # noqa: E402
 FIRST_PARTY = frozenset({"reference", "triton", "triton_batched", "deepgemm", "batched_deepgemm", "marlin", "aiter",
                          "flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_cutedsl_batched",
                          "flashinfer_cutile", "flashinfer_b12x"})
-PRESETS = ("deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b")
-SCHEMES = {"deepseek-v3": ("fp8-block", "unquantized"), "qwen3-30b-a3b": ("fp8-block", "unquantized", "w4a16", "w8a16"),
-           "mixtral-8x7b": ("fp8-block", "unquantized")}
+#: (preset, comma-separated schemes) per bench process, most wanted first.
+GROUPS = (("deepseek-v3", "fp8-block"), ("qwen3-30b-a3b", "fp8-block,unquantized,w4a16,w8a16"),
+          ("mixtral-8x7b", "fp8-block,unquantized"), ("deepseek-v3", "unquantized"))
 TOKENS = "1,16,64,256,1024,4096,16384"
 
 
@@ -80,36 +80,55 @@ def run(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     failed = []
-    for preset in args.presets.split(","):
-        for scheme in SCHEMES.get(preset, ("unquantized",)):
-            label = f"{preset} {scheme}"
-            if time.perf_counter() - start > args.budget_s:
-                print(f"SKIPPED {label}: the {args.budget_s:.0f} s budget was spent")
-                continue
-            case_start = time.perf_counter()
-            cmd = [sys.executable, "-m", "moe_core.cli", "bench", "--quiet", "--preset", preset, "--scheme", scheme,
-                   "--tokens", args.tokens, "--peers", "reference", "--reference-max-tokens", str(args.reference_max_tokens),
-                   "--json", str(out / f"bench_{preset}_{scheme}.json")]
-            done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-            (out / f"bench_{preset}_{scheme}.txt").write_text(done.stdout + done.stderr)
-            status = "PASS" if done.returncode == 0 else "FAIL"
-            if done.returncode != 0:
-                failed.append(label)
-            print(f"{status} {label}: {time.perf_counter() - case_start:.0f} s (exit {done.returncode})", flush=True)
+    for preset, schemes in GROUPS:
+        label = f"{preset} {schemes}"
+        if time.perf_counter() - start > args.budget_s:
+            print(f"SKIPPED {label}: the {args.budget_s:.0f} s budget was spent")
+            continue
+        group_start = time.perf_counter()
+        name = f"bench_{preset}_{schemes.replace(',', '_')}"
+        cmd = [sys.executable, "-m", "moe_core.cli", "bench", "--quiet", "--preset", preset, "--scheme", schemes,
+               "--tokens", args.tokens, "--peers", "reference", "--reference-max-tokens", str(args.reference_max_tokens),
+               "--json", str(out / f"{name}.json")]
+        code = _run_logged(cmd, out / f"{name}.txt", args.deadline_s - (time.perf_counter() - start))
+        if code != 0:
+            failed.append(label)
+        print(f"{'PASS' if code == 0 else 'FAIL'} {label}: {time.perf_counter() - group_start:.0f} s (exit {code}; see {name}.txt)", flush=True)
     slug = device_slug(device)
     write_ranking([REPO / "docs" / "benchmarks", out], device, [REPO / "moe_core" / "rankings" / f"{slug}.json", out / f"{slug}.json"],
                   "python benchmarks/ship_ranking.py run")
-    print(f"total {time.perf_counter() - start:.0f} s; " + (f"FAIL: {', '.join(failed)}" if failed else "PASS: every case ran"))
+    print(f"benchmarks and merge: {time.perf_counter() - start:.0f} s; " + (f"FAIL: {', '.join(failed)}" if failed else "PASS: every group ran"))
+    if args.tune_check:
+        # What autotuning costs here: the same measurement at run time would cost this per (shape, token bucket).
+        env = {**os.environ, "MOE_CORE_CACHE_DIR": str(out / "tune-cache")}
+        cmd = [sys.executable, "-m", "moe_core.cli", "tune", "--preset", "qwen3-30b-a3b,mixtral-8x7b,deepseek-v3",
+               "--scheme", "fp8-block", "--tokens", "1,64,4096"]
+        code = _run_logged(cmd, out / "tune_check.txt", 120, env)
+        print(f"{'PASS' if code == 0 else 'FAIL'} moe-core tune check (exit {code}):")
+        print((out / "tune_check.txt").read_text())
+    print(f"total {time.perf_counter() - start:.0f} s")
+
+
+def _run_logged(cmd: list[str], log: Path, timeout_s: float, env: dict | None = None) -> int:
+    """Run ``cmd`` from the repository root, its command line and output into ``log``; 124 when it ran out of time."""
+    try:
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(timeout_s, 10), env=env)
+    except subprocess.TimeoutExpired as exc:
+        log.write_text(" ".join(cmd[1:]) + f"\ntimed out after {exc.timeout:.0f} s\n" + (exc.stdout or b"").decode() + (exc.stderr or b"").decode())
+        return 124
+    log.write_text(" ".join(cmd[1:]) + "\n" + done.stdout + done.stderr)
+    return done.returncode
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("run", help="benchmark on this GPU, then merge")
-    p.add_argument("--presets", default=",".join(PRESETS))
     p.add_argument("--tokens", default=TOKENS)
     p.add_argument("--reference-max-tokens", type=int, default=64, help="time the (slow) reference only up to here")
-    p.add_argument("--budget-s", type=float, default=400.0, help="start no case after this many seconds")
+    p.add_argument("--budget-s", type=float, default=300.0, help="start no group after this many seconds")
+    p.add_argument("--deadline-s", type=float, default=400.0, help="stop a group still running at this many seconds")
+    p.add_argument("--no-tune-check", dest="tune_check", action="store_false", help="skip timing `moe-core tune` afterwards")
     p = sub.add_parser("merge", help="merge recorded bench JSONs into the shipped ranking")
     p.add_argument("--device", default="NVIDIA H100 80GB HBM3")
     p.add_argument("roots", nargs="*", type=Path, help="bench JSONs or folders (default: docs/benchmarks)")
