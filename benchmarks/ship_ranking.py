@@ -103,7 +103,7 @@ def run(args) -> None:
         env = {**os.environ, "MOE_CORE_CACHE_DIR": str(out / "tune-cache")}
         cmd = [sys.executable, "-m", "moe_core.cli", "tune", "--preset", "qwen3-30b-a3b,mixtral-8x7b,deepseek-v3",
                "--scheme", "fp8-block", "--tokens", "1,64,4096"]
-        code = _run_logged(cmd, out / "tune_check.txt", 120, env)
+        code = _run_logged(cmd, out / "tune_check.txt", 75, env)
         print(f"{'PASS' if code == 0 else 'FAIL'} moe-core tune check (exit {code}):")
         print((out / "tune_check.txt").read_text())
     print(f"total {time.perf_counter() - start:.0f} s")
@@ -126,8 +126,8 @@ def main() -> None:
     p = sub.add_parser("run", help="benchmark on this GPU, then merge")
     p.add_argument("--tokens", default=TOKENS)
     p.add_argument("--reference-max-tokens", type=int, default=64, help="time the (slow) reference only up to here")
-    p.add_argument("--budget-s", type=float, default=300.0, help="start no group after this many seconds")
-    p.add_argument("--deadline-s", type=float, default=400.0, help="stop a group still running at this many seconds")
+    p.add_argument("--budget-s", type=float, default=220.0, help="start no group after this many seconds")
+    p.add_argument("--deadline-s", type=float, default=300.0, help="stop a group still running at this many seconds")
     p.add_argument("--no-tune-check", dest="tune_check", action="store_false", help="skip timing `moe-core tune` afterwards")
     p = sub.add_parser("merge", help="merge recorded bench JSONs into the shipped ranking")
     p.add_argument("--device", default="NVIDIA H100 80GB HBM3")
