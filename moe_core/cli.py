@@ -160,19 +160,24 @@ def cmd_doctor(args) -> int:
         print("plugin problems:")
         for pr in problems:
             print(f"  {pr}")
-    _print_rankings(plat, reg)
+    rankings_ok = _print_rankings(plat, reg)
     failed = [p for p in bad if p.status is PluginStatus.FAILED]
-    print("status: " + ("problems found (see above)" if failed or problems else "ok"))
-    return 1 if failed or problems else 0
+    print("status: " + ("problems found (see above)" if failed or problems or not rankings_ok else "ok"))
+    return 1 if failed or problems or not rankings_ok else 0
 
 
-def _print_rankings(plat, reg) -> None:
-    """``doctor``'s list of the measured rankings in force on this machine, highest precedence first."""
+def _print_rankings(plat, reg) -> bool:
+    """``doctor``'s list of the measured rankings in force on this machine, highest precedence first; False if one is unusable."""
     from moe_core import autotune
     from moe_core.env import parse_snapshot, snapshot
+    from moe_core.errors import RankingFileError
     from moe_core.ranking_sources import in_force
 
-    sources = in_force(plat.device_name, dict(snapshot()), reg)
+    try:
+        sources = in_force(plat.device_name, dict(snapshot()), reg)
+    except RankingFileError as exc:
+        print(f"rankings: {exc}")
+        return False
     tuning = "on" if autotune.enabled(parse_snapshot(snapshot())) else "off (MOE_CORE_AUTOTUNE=1 or `moe-core tune` to measure)"
     print(f"rankings in force for {plat.device_name or plat.describe()} (the first covering a layer decides; autotuning {tuning}):")
     for source in sources:
@@ -180,6 +185,7 @@ def _print_rankings(plat, reg) -> None:
         print(f"  {source.describe()}: {len(source.ranking.entries)} entries{note}")
     if not sources:
         print("  (none: static priorities decide)")
+    return True
 
 
 def cmd_tune(args) -> int:

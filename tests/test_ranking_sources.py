@@ -21,7 +21,7 @@ from moe_core.ranking import MeasuredWith, Ranking, RankingEntry, use_ranking
 from moe_core.ranking_sources import SHIPPED_DIR, installed_version
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.registry import Registry
-from moe_core.resolver import select
+from moe_core.resolver import current_platform, select
 from moe_core.selection import SelectionSource
 from moe_core.spec import BackendSpec
 
@@ -230,5 +230,9 @@ def test_doctor_lists_the_rankings_in_force(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MOE_CORE_RANKING_FILE", str(path))
     main(["doctor"])
     out = capsys.readouterr().out
-    assert "rankings in force for cpu" in out or "rankings in force for" in out
+    assert f"rankings in force for {current_platform().device_name}" in out
     assert f"MOE_CORE_RANKING_FILE {path}, 2026-11-28: 1 entries" in out
+    path.write_text("{broken")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"rankings: {path}: not valid JSON" in out and "status: problems found" in out
