@@ -94,8 +94,11 @@ def installed_version(name: str) -> str | None:
         import torch
 
         return torch.__version__ if name == "torch" else torch.version.cuda
-    dists = importlib.metadata.packages_distributions().get(name) or [name]
-    for dist in dists:
+    try:
+        return importlib.metadata.version(name)  # the distribution is usually named as the package: no scan
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    for dist in importlib.metadata.packages_distributions().get(name, ()):
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
