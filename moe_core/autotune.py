@@ -101,7 +101,9 @@ class TuneResult:
 
 def measured_with(command: str) -> MeasuredWith:
     """The versions and date recorded with an autotune measurement."""
-    versions = {"torch": torch.__version__}
+    from moe_core.bench.report import provider_versions
+
+    versions = {"torch": torch.__version__, **provider_versions()}
     try:
         import triton
 

@@ -43,7 +43,7 @@ def points(doc: Any, device: str, allowed: frozenset[str], where: str = "") -> l
     env = doc.get("environment") or {}
     if env.get("gpu") != device:
         return []
-    versions = tuple(sorted((k, v) for k, v in env.items() if k in ("torch", "triton", "cuda") and isinstance(v, str)))
+    versions = tuple(sorted((k, v) for k, v in env.items() if k not in ("python", "date", "gpu") and isinstance(v, str)))
     out = []
     for case in doc["cases"]:
         layer = case["layer"]
