@@ -70,7 +70,7 @@ def register_variables(names: list[str]) -> None:
 
 
 #: Read by the set-up scripts and the test suite, never part of a selection.
-SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV", "MOE_CORE_SKIP_UNINSTALL_TEST")
+SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV")
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
