@@ -122,8 +122,10 @@ def _device(platform: Platform) -> torch.device | None:
 
 
 def measure(query: SupportQuery, backends: Sequence[str], tokens: int, registry, device: torch.device, *,
-            budget_s: float = BUDGET_S, seed: int = 0) -> TuneResult:
-    """Gate and time ``backends`` (names, in the order to try) for ``query``'s layer at ``tokens`` on ``device``."""
+            budget_s: float | None = None, seed: int = 0) -> TuneResult:
+    """Gate and time ``backends`` (names, in the order to try) for ``query``'s layer at ``tokens`` on ``device``;
+    no backend is started after ``budget_s`` seconds (default :data:`BUDGET_S`)."""
+    budget_s = BUDGET_S if budget_s is None else budget_s
     from moe_core.batched import dispatch
     from moe_core.bench.timing import Timer
     from moe_core.presets import random_inputs, random_layer
@@ -171,7 +173,7 @@ def _time_one(spec, query, raw, gate, timed, want, tol, timer, result: TuneResul
 
 
 def tune(query: SupportQuery, backends: Sequence[str], tokens: int, registry, *, environ: Mapping[str, str],
-         command: str, budget_s: float = BUDGET_S) -> TuneResult:
+         command: str, budget_s: float | None = None) -> TuneResult:
     """Measure ``backends`` at ``tokens`` on this machine and write the order to the device's autotune cache."""
     device = _device(query.platform)
     if device is None:
