@@ -125,13 +125,13 @@ def measure(query: SupportQuery, backends: Sequence[str], tokens: int, registry,
             budget_s: float | None = None, seed: int = 0) -> TuneResult:
     """Gate and time ``backends`` (names, in the order to try) for ``query``'s layer at ``tokens`` on ``device``;
     no backend is started after ``budget_s`` seconds (default :data:`BUDGET_S`)."""
-    budget_s = BUDGET_S if budget_s is None else budget_s
     from moe_core.batched import dispatch
     from moe_core.bench.timing import Timer
     from moe_core.presets import random_inputs, random_layer
     from moe_core.quant import scheme_for_keys
     from moe_core.reference.kernel import BACKEND_NAME as REFERENCE, ReferenceKernel
 
+    budget_s = BUDGET_S if budget_s is None else budget_s
     start = time.perf_counter()
     cfg, sch = query.config, scheme_for_keys(query.weight_key, query.activation_key)
     raw = random_layer(cfg, sch, device=device, seed=seed)
@@ -182,7 +182,7 @@ def tune(query: SupportQuery, backends: Sequence[str], tokens: int, registry, *,
     if result.order:
         key = shape_key(query.config, query.weight_key, query.activation_key)
         lo, hi = bucket(tokens)
-        entry = RankingEntry(*key[:6], lo, hi, result.order)
+        entry = RankingEntry(*key, lo, hi, result.order)
         autotune_cache.store(query.platform.device_name, environ).add([entry], measured_with(command))
     return result
 
