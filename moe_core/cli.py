@@ -160,9 +160,62 @@ def cmd_doctor(args) -> int:
         print("plugin problems:")
         for pr in problems:
             print(f"  {pr}")
+    rankings_ok = _print_rankings(plat, reg)
     failed = [p for p in bad if p.status is PluginStatus.FAILED]
-    print("status: " + ("problems found (see above)" if failed or problems else "ok"))
-    return 1 if failed or problems else 0
+    print("status: " + ("problems found (see above)" if failed or problems or not rankings_ok else "ok"))
+    return 1 if failed or problems or not rankings_ok else 0
+
+
+def _print_rankings(plat, reg) -> bool:
+    """``doctor``'s list of the measured rankings in force on this machine, highest precedence first; False if one is unusable."""
+    from moe_core import autotune
+    from moe_core.env import parse_snapshot, snapshot
+    from moe_core.errors import RankingFileError
+    from moe_core.ranking_sources import in_force
+
+    try:
+        sources = in_force(plat.device_name, dict(snapshot()), reg)
+    except RankingFileError as exc:
+        print(f"rankings: {exc}")
+        return False
+    tuning = "on" if autotune.enabled(parse_snapshot(snapshot())) else "off (MOE_CORE_AUTOTUNE=1 or `moe-core tune` to measure)"
+    print(f"rankings in force for {plat.device_name or plat.describe()} (the first covering a layer decides; autotuning {tuning}):")
+    for source in sources:
+        note = f"; {source.version_note}" if source.version_note else ""
+        print(f"  {source.describe()}: {len(source.ranking.entries)} entries{note}")
+    if not sources:
+        print("  (none: static priorities decide)")
+    return True
+
+
+def cmd_tune(args) -> int:
+    """Measure the eligible backends of each layer and token count on this machine into the autotune cache."""
+    from moe_core import autotune, autotune_cache
+    from moe_core.env import snapshot
+    from moe_core.errors import InvalidConfigError
+    from moe_core.quant import scheme
+    from moe_core.registry import default_registry
+    from moe_core.resolver import current_platform, select
+
+    if args.platform:
+        raise InvalidConfigError("moe-core tune measures this machine; drop --platform (a simulated platform cannot be timed)")
+    plat, reg = current_platform(), default_registry()
+    environ = dict(snapshot())
+    tokens = [int(t) for t in args.tokens.split(",")]
+    cases = [(p, s, t) for p in args.preset.split(",") for s in args.scheme.split(",") for t in tokens]
+    command = "moe-core " + " ".join(sys.argv[1:])
+    for step, (preset_name, scheme_name, count) in enumerate(cases, 1):
+        args.preset = preset_name
+        cfg, sch = _config(args), scheme(scheme_name)
+        selection = select(cfg, sch.weight_key, sch.activation_key, platform=plat, registry=reg)
+        eligible = [c.name for c in selection.candidates if c.eligible]
+        sys.stderr.write(f"[{step}/{len(cases)}] {preset_name} {scheme_name} T={count}: {', '.join(eligible)} ...\n")
+        result = autotune.tune(selection.query, eligible, count, reg, environ=environ, command=command, budget_s=args.budget_s)
+        outcomes = ", ".join(f"{n} {o.value} ({why})" for n, (o, why) in result.outcomes.items())
+        sys.stderr.write(f"    {result.elapsed_s:.2f} s: {outcomes}\n")
+        print(f"{preset_name} {scheme_name} T={count}: {', '.join(result.order) or 'nothing timed'}")
+    print(f"autotune cache: {autotune_cache.store(plat.device_name, environ).path}")
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -298,10 +351,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="which backend would run a layer, and why")
     _layer_args(p)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--tokens", type=int, help="token count, so a measured ranking (MOE_CORE_RANKING_FILE) can decide")
+    p.add_argument("--tokens", type=int, help="token count, so a measured ranking (docs/ranking.md) can decide")
     p.set_defaults(func=cmd_explain)
-    p = sub.add_parser("doctor", help="platform, optional packages, plugin load errors")
+    p = sub.add_parser("doctor", help="platform, optional packages, plugin load errors, rankings in force")
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("tune", help="measure the eligible backends on this machine into the autotune cache (docs/ranking.md)")
+    _layer_args(p, multi=True)
+    p.add_argument("--tokens", default="1,16,64,256,1024,4096", help="comma-separated token counts")
+    p.add_argument("--budget-s", type=float, default=2.0, help="start no backend after this many seconds per layer and token count")
+    p.set_defaults(func=cmd_tune)
     p = sub.add_parser("bench", help="time every available backend against peers and the roofline")
     _layer_args(p, multi=True)
     p.add_argument("--tokens", default="1,16,64,256,1024,4096", help="comma-separated token counts")

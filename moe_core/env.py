@@ -27,12 +27,16 @@ FULL_CHECKS = "MOE_CORE_FULL_CHECKS"
 RANKING_FILE = "MOE_CORE_RANKING_FILE"
 COMPAT = "MOE_CORE_COMPAT"
 DISPATCH = "MOE_CORE_DISPATCH"
+AUTOTUNE = "MOE_CORE_AUTOTUNE"
+#: Also where the autotune cache is read from (moe_core/autotune_cache.py), so it keys the selection cache.
+CACHE_DIR = "MOE_CORE_CACHE_DIR"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 #: Every variable that can change a selection: ours, then those read by compatibility modes.
-VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT, DISPATCH]
+VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT, DISPATCH,
+                        AUTOTUNE, CACHE_DIR]
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
@@ -65,8 +69,8 @@ def register_variables(names: list[str]) -> None:
             _ENCODED.append((name, name.encode()))
 
 
-#: Read by the set-up scripts and the test suite, and where moe-core writes what a user produces (moe_core/user_dirs.py), never part of a selection.
-SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV", "MOE_CORE_CACHE_DIR")
+#: Read by the set-up scripts and the test suite, never part of a selection.
+SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV")
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -132,6 +136,8 @@ class EnvSettings:
         compat: MOE_CORE_COMPAT, ``"vllm"`` to read the vLLM variables of the seeds (docs/vllm-compat.md).
         dispatch: MOE_CORE_DISPATCH, a dispatcher to use in expert-parallel layers as if requested
             (docs/expert-parallel.md).
+        autotune: MOE_CORE_AUTOTUNE, measure the eligible backends of a layer with no measured ranking
+            on this device and cache the order (docs/ranking.md, moe_core/autotune.py).
     """
 
     force: str | None = None
@@ -144,6 +150,7 @@ class EnvSettings:
     full_checks: bool = False
     compat: str | None = None
     dispatch: str | None = None
+    autotune: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "EnvSettings":
@@ -204,6 +211,7 @@ def parse_snapshot(snap: tuple[tuple[str, str], ...]) -> EnvSettings:
         full_checks=parse_bool(FULL_CHECKS, env[FULL_CHECKS]) if FULL_CHECKS in env else False,
         compat=_compat(env.get(COMPAT, "")),
         dispatch=None if dispatch in ("", "auto") else dispatch,
+        autotune=parse_bool(AUTOTUNE, env[AUTOTUNE]) if AUTOTUNE in env else False,
     )
 
 

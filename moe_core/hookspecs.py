@@ -106,6 +106,20 @@ def moe_core_requires() -> "Sequence[PluginRequirement]":  # noqa: F821
 
 
 @hookspec
+def moe_core_rankings() -> "Sequence[str | os.PathLike | Ranking]":  # noqa: F821
+    """Return measured rankings of this plugin's backends: paths of ``moe-core-ranking/1`` files
+    (docs/ranking.md; ship them as package data of the plugin) or :class:`~moe_core.ranking.Ranking` objects.
+
+    Called once when the plugin is registered; files are read then, never during selection. A
+    ranking is used only on the device it names (``device``, compared with the platform's device
+    name) and ranks below the user's ranking and the autotune cache, above the ranking moe-core
+    ships (docs/ranking.md, precedence). Order only backends you measured; other plugins' backends
+    may appear when you timed them in the same run. A path that cannot be read or a malformed file
+    is reported by ``moe-core doctor`` and ignored; it never breaks selection.
+    """
+
+
+@hookspec
 def moe_core_doctor() -> "Sequence[str] | None":  # noqa: F821
     """Return lines ``moe-core doctor`` prints under this plugin: the provider's version, which
     toolchains work here, which backends can really run on this machine and what to install otherwise.

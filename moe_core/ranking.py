@@ -1,11 +1,12 @@
 """Measured rankings: which backend was fastest for a layer shape, scheme and token-count bucket.
 
-Written by ``moe-core bench --write-ranking FILE``; loaded by the resolver from
-``MOE_CORE_RANKING_FILE`` or :func:`use_ranking`. With a ranking and a token count
-(``select(..., num_tokens=T)``, which :class:`~moe_core.layer.MoELayer` passes at run time), the
-resolver picks the measured-fastest backend among the *eligible* candidates (supported, allowed by
-policy and environment); outside every measured bucket, or when none of the measured backends is
-eligible, the static priority decides. An explicit request always wins. Format: docs/ranking.md.
+Written by ``moe-core bench --write-ranking FILE``, ``moe-core tune`` (the autotune cache) and
+``benchmarks/ship_ranking.py`` (the rankings shipped in ``moe_core/rankings/``). With a ranking in
+force and a token count (``select(..., num_tokens=T)``, which :class:`~moe_core.layer.MoELayer`
+passes at run time), the resolver picks the measured-fastest backend among the *eligible*
+candidates (supported, allowed by policy and environment); outside every measured bucket, or when
+none of the measured backends is eligible, the static priority decides. Which rankings are in force
+and in what order: :mod:`moe_core.ranking_sources`. Format: docs/ranking.md.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ import functools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from moe_core.config import MoEConfig
 from moe_core.errors import RankingFileError
 from moe_core.quant import QuantKey, scheme_for_keys
 
 FORMAT = "moe-core-ranking/1"
+#: Layer identity of an entry: (num_experts, top_k, hidden_size, intermediate_size, dtype, scheme).
+ShapeKey = tuple[int, int, int, int, str, str]
 _FIELDS = {"num_experts": int, "top_k": int, "hidden_size": int, "intermediate_size": int, "dtype": str, "scheme": str,
            "tokens_min": int, "tokens_max": int, "order": list}
 
@@ -41,36 +45,93 @@ class RankingEntry:
     tokens_max: int
     order: tuple[str, ...]
 
-    def matches(self, config: MoEConfig, scheme: str, tokens: int) -> bool:
-        return (
-            (self.num_experts, self.top_k, self.hidden_size, self.intermediate_size, self.dtype, self.scheme)
-            == (config.num_experts, config.top_k, config.hidden_size, config.intermediate_size, config.dtype_name, scheme)
-            and self.tokens_min <= tokens <= self.tokens_max
-        )
+    @property
+    def shape(self) -> ShapeKey:
+        return (self.num_experts, self.top_k, self.hidden_size, self.intermediate_size, self.dtype, self.scheme)
+
+
+def shape_key(config: MoEConfig, weight_key: QuantKey | None, activation_key: QuantKey | None) -> ShapeKey | None:
+    """The :data:`ShapeKey` of a layer, or None for a pair of keys that names no scheme (nothing is measured for it)."""
+    sch = scheme_for_keys(weight_key, activation_key)
+    if sch is None:
+        return None
+    return (config.num_experts, config.top_k, config.hidden_size, config.intermediate_size, config.dtype_name, sch.name)
+
+
+@dataclass(frozen=True)
+class MeasuredWith:
+    """What a ranking was measured with: package versions, the date and the command that reproduces it.
+
+    ``versions`` maps a distribution or module name (``torch``, ``triton``, a provider such as
+    ``deep_gemm``) to its version. Every field is optional: files written before this record existed
+    carry none of it.
+    """
+
+    versions: tuple[tuple[str, str], ...] = ()
+    date: str = ""
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "versions", tuple(sorted(self.versions)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"versions": dict(self.versions), "date": self.date, "command": self.command}
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str) -> "MeasuredWith":
+        if not isinstance(doc, dict):
+            raise RankingFileError(f"{where}: 'measured_with' must be an object with 'versions', 'date' and 'command'")
+        versions = doc.get("versions", {})
+        if not isinstance(versions, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()):
+            raise RankingFileError(f"{where}: measured_with.versions must map package names to version strings")
+        for name in ("date", "command"):
+            if not isinstance(doc.get(name, ""), str):
+                raise RankingFileError(f"{where}: measured_with.{name} must be a string")
+        return cls(tuple(versions.items()), doc.get("date", ""), doc.get("command", ""))
+
+    def differences(self, installed: Mapping[str, str | None]) -> tuple[str, ...]:
+        """``name X (measured with Y)`` for every recorded package whose installed version differs (None: not installed)."""
+        out = []
+        for name, measured in self.versions:
+            if name in installed and installed[name] != measured:
+                out.append(f"{name} {installed[name] or 'none'} (measured with {measured})")
+        return tuple(out)
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """A validated ranking file."""
+    """A validated ranking: per layer shape, scheme and token range, backends fastest first."""
 
     device: str
     entries: tuple[RankingEntry, ...]
+    measured_with: MeasuredWith = field(default_factory=MeasuredWith)
+
+    @functools.cached_property
+    def _by_shape(self) -> dict[ShapeKey, tuple[tuple[int, int, int], ...]]:
+        """Per shape, (tokens_min, tokens_max, entry index) in file order: a lookup is one dict access and a few comparisons."""
+        by_shape: dict[ShapeKey, list[tuple[int, int, int]]] = {}
+        for index, entry in enumerate(self.entries):
+            by_shape.setdefault(entry.shape, []).append((entry.tokens_min, entry.tokens_max, index))
+        return {shape: tuple(spans) for shape, spans in by_shape.items()}
+
+    def entry_for(self, shape: ShapeKey | None, tokens: int) -> int | None:
+        """Index of the first entry measured for this layer whose bucket holds ``tokens``, or None."""
+        for lo, hi, index in self._by_shape.get(shape, ()) if shape is not None else ():
+            if lo <= tokens <= hi:
+                return index
+        return None
 
     def order_for(self, config: MoEConfig, weight_key: QuantKey | None, activation_key: QuantKey | None, tokens: int) -> tuple[tuple[str, ...], int] | None:
         """(measured order, entry index) for this layer and token count, or None outside every bucket."""
-        sch = scheme_for_keys(weight_key, activation_key)
-        if sch is None:
-            return None
-        for index, entry in enumerate(self.entries):
-            if entry.matches(config, sch.name, tokens):
-                return entry.order, index
-        return None
+        index = self.entry_for(shape_key(config, weight_key, activation_key), tokens)
+        return None if index is None else (self.entries[index].order, index)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "device": self.device, "entries": [{**asdict(e), "order": list(e.order)} for e in self.entries]}
+        return {"format": FORMAT, "device": self.device, "measured_with": self.measured_with.to_dict(),
+                "entries": [{**asdict(e), "order": list(e.order)} for e in self.entries]}
 
     def save(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "ranking") -> "Ranking":
@@ -100,7 +161,8 @@ class Ranking:
             if not item["order"] or not all(isinstance(n, str) and n for n in item["order"]) or len(set(item["order"])) != len(item["order"]):
                 raise RankingFileError(f"{where}: entries[{i}].order must be a non-empty list of distinct backend names")
             entries.append(RankingEntry(**{**{k: item[k] for k in _FIELDS}, "order": tuple(item["order"])}))
-        return cls(doc["device"], tuple(entries))
+        measured_with = MeasuredWith.from_dict(doc["measured_with"], where) if "measured_with" in doc else MeasuredWith()
+        return cls(doc["device"], tuple(entries), measured_with)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Ranking":
@@ -129,23 +191,27 @@ def load(path: str) -> Ranking:
     return _load_cached(path, mtime)
 
 
+def device_slug(device_name: str) -> str:
+    """File-name form of a device name: ``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``."""
+    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+
+
 _active: Ranking | None = None
 
 
 def use_ranking(ranking: Ranking | None) -> None:
-    """Make ``ranking`` the process-wide ranking (None: only MOE_CORE_RANKING_FILE, if set)."""
+    """Make ``ranking`` the user's process-wide ranking: it outranks MOE_CORE_RANKING_FILE and every other source
+    (None: back to MOE_CORE_RANKING_FILE, if set)."""
     global _active
     _active = ranking
 
 
-def active(path_from_env: str | None) -> Ranking | None:
-    """The ranking in force: one set through :func:`use_ranking`, else the environment's file."""
-    if _active is not None:
-        return _active
-    return load(path_from_env) if path_from_env else None
+def api_ranking() -> Ranking | None:
+    """The ranking set through :func:`use_ranking`, if any."""
+    return _active
 
 
-def _bounds(tokens: Sequence[int]) -> list[tuple[int, int]]:
+def bounds(tokens: Sequence[int]) -> list[tuple[int, int]]:
     """Inclusive token ranges per measured count: split at geometric midpoints, ends at the measured extremes."""
     ts = sorted(set(tokens))
     cuts = [math.floor(math.sqrt(a * b)) for a, b in zip(ts, ts[1:])]
@@ -161,16 +227,16 @@ def _registered(row) -> bool:
     return row.kind == "backend" or row.backend == BACKEND_NAME
 
 
-def ranking_from_results(results) -> Ranking:
+def ranking_from_results(results, measured_with: MeasuredWith = MeasuredWith()) -> Ranking:
     """Per (case, measured token count), the backends whose rows passed the correctness gate, fastest first."""
     entries = []
     device = results[0].device if results else ""
     for res in results:
         cfg = res.request.config
         counts = sorted({r.tokens for r in res.rows})
-        for tokens, (lo, hi) in zip(counts, _bounds(counts)):
+        for tokens, (lo, hi) in zip(counts, bounds(counts)):
             ok = sorted((r for r in res.rows if r.tokens == tokens and _registered(r) and r.status == "ok"), key=lambda r: r.time_s)
             if ok:
                 entries.append(RankingEntry(cfg.num_experts, cfg.top_k, cfg.hidden_size, cfg.intermediate_size, cfg.dtype_name,
                                             res.request.scheme.name, lo, hi, tuple(r.backend for r in ok)))
-    return Ranking(device, tuple(entries))
+    return Ranking(device, tuple(entries), measured_with)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import os
 import threading
 from dataclasses import dataclass, replace
 from importlib import metadata
@@ -106,6 +107,7 @@ class Registry:
         self._tables: dict[_Kind, dict[str, Any]] = {kind: {} for kind in _KINDS}
         self._problems: dict[tuple[str, str, str], PluginProblem] = {}
         self._unmet: dict[str, tuple[str, ...]] = {}  # plugin -> why its required sibling plugins are missing
+        self._rankings: dict[str, tuple[Any, ...]] = {}
         self._lock = threading.RLock()
         if builtin:
             import importlib
@@ -156,6 +158,7 @@ class Registry:
             for kind in _KINDS:
                 self._declared[kind][name] = self._collect_specs(kind, name, distribution, version)
             self._unmet[name] = self._collect_unmet(name, distribution, version)
+            self._rankings[name] = self._collect_rankings(name, distribution, version)
             self._rebuild()
 
     def unregister(self, name: str) -> None:
@@ -169,6 +172,7 @@ class Registry:
             for declared in self._declared.values():
                 declared.pop(name, None)
             self._unmet.pop(name, None)
+            self._rankings.pop(name, None)
             self._problems = {k: v for k, v in self._problems.items() if v.plugin != name}
             self._rebuild()
 
@@ -202,6 +206,20 @@ class Registry:
                     continue
                 declared.append(item)
         return declared
+
+    def _collect_rankings(self, name: str, dist: str, version: str) -> tuple[Any, ...]:
+        """The plugin's ``moe_core_rankings``, loaded now; what cannot be read becomes a problem."""
+        from moe_core.ranking import Ranking
+
+        found: list[Any] = []
+        for impl in (i for i in self._pm.hook.moe_core_rankings.get_hookimpls() if i.plugin_name == name):
+            try:
+                returned = impl.function()
+                for item in [returned] if isinstance(returned, (str, os.PathLike, Ranking)) else returned or ():
+                    found.append(item if isinstance(item, Ranking) else Ranking.load(item))
+            except Exception as exc:  # noqa: BLE001 - isolation is the point
+                self._problem(name, dist, version, "moe_core_rankings", f"{type(exc).__name__}: {exc}")
+        return tuple(found)
 
     def _rebuild(self) -> None:
         """Recompute the backend and dispatcher tables; name clashes go to the plugin sorting first."""
@@ -250,6 +268,11 @@ class Registry:
     def dispatchers(self) -> Mapping[str, DispatchSpec]:
         """Registered dispatch/combine backends by name (sorted by name)."""
         return self._tables[DISPATCHERS]
+
+    @property
+    def rankings(self) -> tuple[tuple[str, Any], ...]:
+        """(plugin name, Ranking) for every ranking a plugin contributed, by plugin name."""
+        return tuple((plugin, r) for plugin in sorted(self._rankings) for r in self._rankings[plugin])
 
     @property
     def plugins(self) -> tuple[PluginRecord, ...]:

@@ -8,7 +8,9 @@ table when nothing qualifies. Results are cached by everything that can change t
 
 Precedence: ``config.moe_backend`` > ``MOE_CORE_BACKEND`` > a backend forced by a compatibility
 mode (``MOE_CORE_COMPAT=vllm``, docs/vllm-compat.md) > automatic selection, where a measured
-ranking (docs/ranking.md) may prefer another eligible backend for the actual token count. An explicit
+ranking may prefer another eligible backend for the actual token count (the user's ranking >
+the autotune cache > plugins' rankings > the ranking shipped for this device: moe_core/ranking_sources.py,
+docs/ranking.md) > static priority. An explicit
 request (from either) is honoured even if MOE_CORE_DISABLE / MOE_CORE_ONLY would exclude it from
 automatic selection; policies (LoRA, clamp, format) and supports() still apply to it.
 """
@@ -21,8 +23,8 @@ import os
 from dataclasses import replace
 from typing import Mapping
 
+from moe_core import autotune, ranking_sources
 from moe_core import env as env_vars
-from moe_core import ranking
 from moe_core.compat import vllm as vllm_compat
 from moe_core.compat.vllm import NO_OVERLAY, EnvOverlay
 from moe_core.config import AUTO, ActivationFormat, MoEConfig
@@ -30,6 +32,7 @@ from moe_core.env import EnvSettings
 from moe_core.errors import BackendUnsupportedError, NoBackendError, UnknownBackendError
 from moe_core.platform import Platform, detect
 from moe_core.quant import QuantKey, describe_keys
+from moe_core.ranking_sources import Measurement
 from moe_core.registry import Registry, default_registry
 from moe_core.selection import Candidate, CandidateStatus, Selection, SelectionSource, render_table
 from moe_core.spec import BackendSpec, SupportQuery
@@ -39,6 +42,8 @@ logger = logging.getLogger("moe_core")
 
 _CACHE_SIZE = 4096
 _cache: dict[tuple, Selection] = {}
+#: Selections by token count (keyed on the rankings' state), in front of _cache, which is keyed by the deciding entry.
+_by_tokens: dict[tuple, Selection] = {}
 _logged: set[str] = set()
 
 
@@ -51,6 +56,7 @@ def current_platform() -> Platform:
 def clear_cache() -> None:
     """Drop cached selections (they are also invalidated by any registry change)."""
     _cache.clear()
+    _by_tokens.clear()
 
 
 def _log_once(level: int, message: str) -> None:
@@ -78,37 +84,76 @@ def select(
             ``moe_core.platform.preset("h100")``).
         registry: default: the process-wide registry with every installed plugin.
         environ: environment mapping; default ``os.environ``.
-        num_tokens: tokens of the forward about to run; with a measured ranking in force
-            (MOE_CORE_RANKING_FILE or ``moe_core.ranking.use_ranking``) the measured-fastest
-            eligible backend for that count is chosen (source ``ranking``).
+        num_tokens: tokens of the forward about to run; where a measured ranking in force covers the
+            layer at that count (the user's, the autotune cache, a plugin's, the one shipped for this
+            device) the measured-fastest eligible backend is chosen (source ``ranking``;
+            ``Selection.decided_by`` names the ranking). With autotuning on, a layer no ranking covers
+            is measured first on this machine (moe_core/autotune.py).
 
     Raises:
         UnknownBackendError: a requested backend name is not registered.
         BackendUnsupportedError: a requested backend cannot run the layer.
         NoBackendError: no candidate can (a NotImplementedError).
         InvalidEnvironmentError: an environment variable has an invalid value.
-        RankingFileError: the ranking file is unreadable or malformed.
+        RankingFileError: the ranking file or the autotune cache is unreadable or malformed.
     """
     platform = current_platform() if platform is None else platform
     registry = default_registry() if registry is None else registry
     snap = env_vars.snapshot(os.environ if environ is None else environ)
-    measured = None
+    by_tokens = None
     if num_tokens is not None:
-        in_force = ranking.active(dict(snap).get(env_vars.RANKING_FILE))
-        found = in_force.order_for(config, weight_key, activation_key, num_tokens) if in_force is not None else None
-        if found is not None:
-            measured = (id(in_force), found[1], found[0])
-    key = (config, weight_key, activation_key, platform, snap, registry.id, registry.version, measured[:2] if measured else None)
+        by_tokens = (config, weight_key, activation_key, platform, snap, registry.id, registry.version, num_tokens,
+                     autotune.api_state(), ranking_sources.state(snap))
+        hit = _by_tokens.get(by_tokens)
+        if hit is not None:
+            return hit
+    measured = None if num_tokens is None else _measurement(config, weight_key, activation_key, platform, registry, snap, num_tokens)
+    key = _cache_key(config, weight_key, activation_key, platform, snap, registry, num_tokens, measured)
     hit = _cache.get(key)
     if hit is not None:
-        return hit
+        return _remember(by_tokens, hit)
     query = SupportQuery(config, weight_key, activation_key, platform)
     settings = env_vars.parse_snapshot(snap)
-    selection = _resolve(query, registry, settings, measured[2] if measured else None, _overlay(settings, snap, query))
+    overlay = _overlay(settings, snap, query)
+    selection = _resolve(query, registry, settings, measured, overlay, num_tokens is not None)
+    if measured is None and num_tokens is not None and autotune.enabled(settings):
+        miss = autotune.on_miss(query, [c.name for c in selection.candidates if c.eligible], num_tokens, registry, dict(snap), _is_real)
+        if miss is autotune.Miss.DEFERRED:
+            return selection  # not measured during CUDA-graph capture, nor cached: a later call measures
+        if miss is autotune.Miss.TUNED:
+            measured = _measurement(config, weight_key, activation_key, platform, registry, snap, num_tokens)
+            key = _cache_key(config, weight_key, activation_key, platform, snap, registry, num_tokens, measured)
+            selection = _resolve(query, registry, settings, measured, overlay, True)
     if len(_cache) >= _CACHE_SIZE:
         del _cache[next(iter(_cache))]  # evict the oldest entry
     _cache[key] = selection
+    return _remember(by_tokens, selection)
+
+
+def _remember(by_tokens: tuple | None, selection: Selection) -> Selection:
+    if by_tokens is not None:
+        if len(_by_tokens) >= 2 * _CACHE_SIZE:
+            _by_tokens.clear()
+        _by_tokens[by_tokens] = selection
     return selection
+
+
+def _measurement(config: MoEConfig, weight_key: QuantKey | None, activation_key: QuantKey | None, platform: Platform,
+                 registry: Registry, snap: tuple[tuple[str, str], ...], num_tokens: int) -> Measurement | None:
+    """The measured order that decides for this layer at ``num_tokens``: the first ranking in force that covers it."""
+    return ranking_sources.measurement(config, weight_key, activation_key, platform.device_name, snap, registry, num_tokens)
+
+
+def _cache_key(config, weight_key, activation_key, platform, snap, registry: Registry, num_tokens: int | None,
+               measured: Measurement | None) -> tuple:
+    decided = (id(measured.source.ranking), measured.entry) if measured is not None else None
+    return (config, weight_key, activation_key, platform, snap, registry.id, registry.version, num_tokens is not None,
+            autotune.api_state(), decided)
+
+
+def _is_real(platform: Platform) -> bool:
+    """This process's own machine (autotuning measures only there), not a simulated one."""
+    return not platform.simulated and platform == current_platform()
 
 
 def _request(config: MoEConfig, settings: EnvSettings, overlay: EnvOverlay) -> tuple[str, SelectionSource, str, bool] | None:
@@ -129,7 +174,8 @@ def _overlay(settings: EnvSettings, snap: tuple[tuple[str, str], ...], query: Su
 
 
 def _resolve(
-    query: SupportQuery, registry: Registry, settings: EnvSettings, measured: tuple[str, ...] | None = None, overlay: EnvOverlay = NO_OVERLAY
+    query: SupportQuery, registry: Registry, settings: EnvSettings, measured: Measurement | None = None, overlay: EnvOverlay = NO_OVERLAY,
+    tokens_known: bool = False,
 ) -> Selection:
     specs = registry.specs
     settings.validate(set(specs), registry.families)
@@ -163,6 +209,7 @@ def _resolve(
             note = "; ".join(filter(None, (note, f"priority from {env_vars.PRIORITY}")))
         rows.append(Candidate(spec.name, spec.family, spec.plugin, priority(spec), support, status, note))
 
+    decided_by = ""
     if requested is not None:
         source = request[1]
         chosen = next(c for c in rows if c.name == requested.name)
@@ -172,9 +219,11 @@ def _resolve(
         source = SelectionSource.PRIORITY
         eligible = [c for c in rows if c.status is CandidateStatus.RUNNER_UP]
         chosen = eligible[0] if eligible else None
-        fastest = next((c for name in measured or () for c in eligible if c.name == name), None)
-        if fastest is not None and fastest is not chosen:
-            source, chosen = SelectionSource.RANKING, fastest
+        fastest = next((c for name in (measured.order if measured else ()) for c in eligible if c.name == name), None)
+        if fastest is not None:
+            source, chosen, decided_by = SelectionSource.RANKING, fastest, measured.describe()
+        elif tokens_known:
+            decided_by = _unmeasured(measured)
         if chosen is None:
             for c in rows:
                 _log_once(logging.DEBUG, f"MoE backend {c.name!r} rejected: {c.status.value}: {c.support.explain()}")
@@ -195,7 +244,15 @@ def _resolve(
         f"Using {chosen.name} MoE backend ({source.value}) for {describe_keys(query.weight_key, query.activation_key)} "
         f"out of potential backends: {[c.name for c in rows]}.",
     )
-    return Selection(specs[chosen.name], source, tuple(rows), query)
+    return Selection(specs[chosen.name], source, tuple(rows), query, decided_by)
+
+
+def _unmeasured(measured: Measurement | None) -> str:
+    """Why the priority decided although the token count was known."""
+    if measured is None:
+        return "by priority: no measurement for this shape"
+    return (f"by priority: none of the measured backends ({', '.join(measured.order)}) is eligible here "
+            f"({measured.source.describe()})")
 
 
 def _warn_if_unvalidated(spec: BackendSpec, source: SelectionSource) -> None:

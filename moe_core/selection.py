@@ -17,7 +17,7 @@ class SelectionSource(enum.Enum):
     PRIORITY = "priority"  # highest-ranked supported candidate
     REQUEST = "request"  # config.moe_backend
     ENV = "env"  # MOE_CORE_BACKEND (or a compatibility-mode variable)
-    RANKING = "ranking"  # a measured ranking file
+    RANKING = "ranking"  # a measured ranking (Selection.decided_by says which)
 
 
 class CandidateStatus(enum.Enum):
@@ -100,12 +100,16 @@ class Selection:
         source: why it was chosen (priority, request, env, ranking).
         candidates: every candidate in rank order with its Support and status.
         query: the question that was answered.
+        decided_by: for automatic selection with a token count, which measurement decided
+            (``measured: shipped ranking for NVIDIA H100 80GB HBM3, 2026-11-28``) or why the
+            priority did (``by priority: no measurement for this shape``); else empty.
     """
 
     backend: BackendSpec
     source: SelectionSource
     candidates: tuple[Candidate, ...]
     query: SupportQuery
+    decided_by: str = ""
 
     @property
     def name(self) -> str:
@@ -123,8 +127,11 @@ class Selection:
 
     def explain(self) -> str:
         """The ranked table with reasons, and one line saying what was chosen and why."""
-        return (f"{render_table(self.query, self.candidates)}\n=> {self.backend.name} (by {self.source.value}); "
-                f"{self.backend.validation.describe()}")
+        why = f"by {self.source.value}" + (f"; {self.decided_by}" if self.source is SelectionSource.RANKING else "")
+        lines = f"{render_table(self.query, self.candidates)}\n=> {self.backend.name} ({why}); {self.backend.validation.describe()}"
+        if self.decided_by and self.source is not SelectionSource.RANKING:
+            lines += f"\n   {self.decided_by}"
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         cfg = self.query.config
@@ -132,6 +139,7 @@ class Selection:
             "backend": self.backend.name,
             "kernel": self.backend.kernel if isinstance(self.backend.kernel, str) else f"{self.backend.kernel.__module__}:{self.backend.kernel.__qualname__}",
             "source": self.source.value,
+            "decided_by": self.decided_by,
             "validation": self.backend.validation.describe(),
             "scheme": describe_keys(self.query.weight_key, self.query.activation_key),
             "format": self.query.activation_format.value,

@@ -24,7 +24,19 @@ def environment() -> dict:
     if torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
         env["gpu"] = torch.cuda.get_device_name()
+    env.update(provider_versions())
     return env
+
+
+def provider_versions() -> dict[str, str]:
+    """Versions of the optional providers installed here (deep_gemm, flashinfer, ...), recorded with measured rankings."""
+    from moe_core.platform import OPTIONAL_PACKAGES
+    from moe_core.ranking_sources import installed_version
+    from moe_core.resolver import current_platform
+
+    here = current_platform()
+    found = {pkg: installed_version(pkg) for pkg in OPTIONAL_PACKAGES if pkg != "triton" and here.has_package(pkg)}
+    return {pkg: version for pkg, version in found.items() if version}
 
 
 def save_experiment(path: str, rows: list[dict]) -> None:
