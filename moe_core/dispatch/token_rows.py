@@ -1,0 +1,156 @@
+"""Token rows: each token travels once to every rank holding one of its experts, its routing in the same row.
+
+The data path shared by the dispatchers that move fixed buffers of token rows (``packed_all_to_all``
+over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Per forward, with
+``R = max_tokens_per_rank`` and ``N`` ranks:
+
+* **dispatch**: the device computes, for every (token, destination rank) that holds one of the token's
+  experts, the token's slot among those sent there (a cumulative sum; no host sync). Each token's row
+  — its hidden state and its routing (global ids, float32 weights) packed into one byte row of
+  ``width`` bytes, a multiple of 16 — is written into its slots of the send buffer ``[N * R, width]``
+  with one indexed write; the slots nothing fills carry ids of an expert of another rank and weight 0
+  (the receiver's expert map skips them: no expert work). The transport delivers slot block ``d`` to
+  rank ``d``. The receiver's experts read the hidden states and routing as views of the received rows.
+* **combine**: the experts' output ``[N * R, H]`` (each row already the weighted sum over this rank's
+  experts) goes back the same way; each token sums the rows of the ranks it visited in float32.
+
+Buffers are allocated once per (layer, device, ``R``) and reused, so a forward is a few launches and
+its addresses never change (CUDA graphs capture it). A token visits a rank at most once, so ``R`` rows
+per destination never overflow.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import torch
+
+from moe_core.config import ActivationFormat
+from moe_core.dispatch.base import Dispatched, Dispatcher
+from moe_core.routing import Routing
+
+#: Row widths are multiples of this many bytes, so every row (and the hidden states' view) stays aligned.
+ROW_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Byte layout of one token row: hidden states, then top-k int32 ids, then top-k float32 weights, then padding."""
+
+    hidden_bytes: int
+    top_k: int
+
+    @property
+    def ids_at(self) -> int:
+        return self.hidden_bytes
+
+    @property
+    def weights_at(self) -> int:
+        return self.hidden_bytes + 4 * self.top_k
+
+    @property
+    def width(self) -> int:
+        end = self.weights_at + 4 * self.top_k
+        return -(-end // ROW_ALIGN) * ROW_ALIGN
+
+    def hidden(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The hidden states of byte rows ``[n, width]``: a strided ``[n, H]`` view, no copy."""
+        return rows[:, : self.hidden_bytes].view(dtype)
+
+    def ids(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows[:, self.ids_at: self.weights_at].view(torch.int32)
+
+    def weights(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows[:, self.weights_at: self.weights_at + 4 * self.top_k].view(torch.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class RowBuffers:
+    """The buffers of one (device, rows per destination): reused by every forward.
+
+    ``send`` [N*R + 1, width] (the last row takes the (token, rank) pairs that send nothing); ``stage``
+    [R, width], this rank's tokens packed; ``blank_ids`` [N*R + 1, k], the ids unused slots carry;
+    ``recv`` [N*R, width]; ``back`` [N*R + 1, H] (last row zero: what a rank a token did not visit adds)."""
+
+    rows: int
+    send: torch.Tensor
+    stage: torch.Tensor
+    blank_ids: torch.Tensor
+    recv: torch.Tensor
+    back: torch.Tensor
+    first_slot: torch.Tensor  # int64 [N]: d * R
+
+
+class TokenRowsDispatcher(Dispatcher):
+    """Base of the token-row dispatchers (STANDARD format); subclasses provide the transport."""
+
+    output_format = ActivationFormat.STANDARD
+
+    def __init__(self, config, group):
+        super().__init__(config, group)
+        self.layout = RowLayout(config.hidden_size * config.dtype.itemsize, config.top_k)
+        self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
+
+    # ------------------------------------------------------------------ transport (subclasses)
+    @abc.abstractmethod
+    def allocate_received(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A zeroed buffer this rank receives into (the transport may need special memory); called once per buffer."""
+
+    @abc.abstractmethod
+    def send_rows(self, send: torch.Tensor, recv: torch.Tensor) -> None:
+        """Deliver ``send``'s block ``d`` of ``R`` rows to block ``rank`` of rank ``d``'s ``recv`` (all ranks call it)."""
+
+    # ------------------------------------------------------------------ the data path
+    def buffers(self, device: torch.device, rows: int) -> RowBuffers:
+        """The buffers for ``rows`` tokens per rank on ``device``, made on first use (not during CUDA-graph capture)."""
+        key = (device, rows)
+        found = self._buffers.get(key)
+        if found is None:
+            found = self._buffers[key] = self._make_buffers(device, rows)
+        return found
+
+    def _make_buffers(self, device: torch.device, rows: int) -> RowBuffers:
+        ep, n_local, k = self.config.parallel.ep_size, self.local_experts, self.config.top_k
+        slots = ep * rows
+        width = self.layout.width
+        # An unused slot of destination d routes to the first expert of rank d + 1: never one of d's.
+        elsewhere = ((torch.arange(ep, device=device, dtype=torch.int32) + 1) % ep) * n_local
+        blank = torch.cat((elsewhere.repeat_interleave(rows), elsewhere[:1])).view(-1, 1).expand(slots + 1, k).contiguous()
+        send = torch.zeros(slots + 1, width, dtype=torch.uint8, device=device)
+        recv = self.allocate_received((slots, width), torch.uint8, device)
+        back = self.allocate_received((slots + 1, self.config.hidden_size), self.config.dtype, device)
+        return RowBuffers(rows, send, torch.zeros(rows, width, dtype=torch.uint8, device=device), blank, recv, back,
+                          torch.arange(ep, device=device) * rows)
+
+    def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
+        routing = self.drop_invalid(routing)
+        t = hidden_states.shape[0]
+        device = hidden_states.device
+        bufs = self.buffers(device, self.tokens_per_rank(t, device))
+        slot = self.slots(routing.topk_ids, bufs)
+        layout, stage = self.layout, bufs.stage[:t]
+        layout.hidden(stage, hidden_states.dtype).copy_(hidden_states)
+        layout.ids(stage).copy_(routing.topk_ids)
+        layout.weights(stage).copy_(routing.topk_weights)
+        layout.ids(bufs.send).copy_(bufs.blank_ids)
+        bufs.send.index_put_((slot,), stage.unsqueeze(1).expand(t, slot.shape[1], layout.width))
+        self.send_rows(bufs.send[:-1], bufs.recv)
+        got = Routing(layout.ids(bufs.recv).contiguous(), layout.weights(bufs.recv).contiguous())
+        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (slot, bufs))
+
+    def slots(self, topk_ids: torch.Tensor, bufs: RowBuffers) -> torch.Tensor:
+        """int64 [T, N]: the send-buffer row of each (token, destination rank); the trash row where the token
+        has no expert on that rank. Tokens keep their order within each destination's block."""
+        ep = self.config.parallel.ep_size
+        owner = torch.div(topk_ids.long(), self.local_experts, rounding_mode="floor")
+        wanted = torch.zeros(topk_ids.shape[0], ep, dtype=torch.int32, device=topk_ids.device).scatter_(1, owner, 1)
+        rank_in_block = torch.cumsum(wanted, 0) - 1
+        return torch.where(wanted.bool(), bufs.first_slot + rank_in_block, bufs.send.shape[0] - 1)
+
+    def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
+        slot, bufs = dispatched.state
+        back = bufs.back
+        self.send_rows(expert_output.contiguous(), back[:-1])
+        # Each token's partial results from the ranks it visited (the zero row elsewhere), summed in float32.
+        return back[slot].sum(1, dtype=torch.float32).to(expert_output.dtype)
