@@ -1,0 +1,127 @@
+"""The token-row dispatchers (packed_all_to_all, peer_copy): their slots, their buffers, no host sync, and
+peer_copy's honest refusal on CPUs. Their equality with the single-process reference over gloo at world
+sizes 2 and 4 runs with every other dispatcher in tests/test_expert_parallel.py."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moe_core import ExpertParallelGroup, MoEConfig, MoELayer, ParallelConfig, Registry, Routing, select_pair
+from moe_core.dispatch.builtin import SPECS
+from moe_core.dispatch.packed_all_to_all import PackedAllToAllDispatcher
+from moe_core.dispatch.token_rows import ROW_ALIGN, RowLayout
+from moe_core.errors import BackendUnsupportedError
+from moe_core.platform import DeviceKind, preset
+from moe_core.presets import random_layer
+from moe_core.quant import scheme
+from moe_core.testing.distributed import spawn_group
+
+
+class _Group:
+    """A stand-in for ExpertParallelGroup: the slots are computed without a process group."""
+
+    group, expert_capacity = None, None
+
+    def __init__(self, rank: int, world_size: int, max_tokens_per_rank: int):
+        self.rank, self.world_size, self.max_tokens_per_rank = rank, world_size, max_tokens_per_rank
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.data())
+def test_slots_place_each_token_once_per_rank_it_needs_in_token_order(data):
+    ep = data.draw(st.sampled_from([2, 4]), label="ep")
+    experts = ep * data.draw(st.integers(1, 3), label="local experts")
+    k = data.draw(st.integers(1, experts), label="top_k")
+    t = data.draw(st.integers(0, 9), label="tokens")
+    ids = [data.draw(st.permutations(range(experts)), label=f"token {i}")[:k] for i in range(t)]
+    cfg = MoEConfig(experts, k, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=ep))
+    d = PackedAllToAllDispatcher(cfg, _Group(0, ep, max(t, 1)))
+    bufs = d.buffers(torch.device("cpu"), max(t, 1))
+    got = d.slots(torch.tensor(ids, dtype=torch.int64).view(t, k), bufs).tolist()
+    trash, rows, local = bufs.send.shape[0] - 1, max(t, 1), experts // ep
+    # Oracle, written independently: walk the tokens in order, giving each rank's next free row.
+    next_row = [dest * rows for dest in range(ep)]
+    for token, chosen in enumerate(ids):
+        for dest in range(ep):
+            if any(e // local == dest for e in chosen):
+                assert got[token][dest] == next_row[dest]
+                next_row[dest] += 1
+            else:
+                assert got[token][dest] == trash
+
+
+def test_row_layout_is_aligned_and_keeps_hidden_states_first():
+    layout = RowLayout(hidden_bytes=2 * 2050, top_k=3)
+    assert layout.width % ROW_ALIGN == 0 and layout.width >= 4100 + 24
+    rows = torch.zeros(4, layout.width, dtype=torch.uint8)
+    layout.ids(rows).copy_(torch.tensor([[1, 2, 3]] * 4))
+    layout.weights(rows).copy_(torch.full((4, 3), 0.5))
+    layout.hidden(rows, torch.bfloat16).copy_(torch.ones(4, 2050))
+    assert layout.hidden(rows, torch.bfloat16).shape == (4, 2050) and layout.hidden(rows, torch.bfloat16).eq(1).all()
+    assert layout.ids(rows).tolist() == [[1, 2, 3]] * 4 and layout.weights(rows).eq(0.5).all()
+
+
+def _two_forwards_without_host_syncs(rank: int, world: int) -> dict:
+    """Two forwards of a packed_all_to_all layer with item()/tolist() forbidden: the buffers are the same both times."""
+    cfg = MoEConfig(8, 2, 32, 16, dtype=torch.float32, parallel=ParallelConfig(ep_size=world, dispatch_backend="packed_all_to_all"))
+    full = random_layer(MoEConfig(8, 2, 32, 16, dtype=torch.float32), scheme("unquantized"), seed=3)
+    layer = MoELayer(cfg, full.shard(rank, world), registry=Registry(autoload=False), environ={},
+                     ep_group=ExpertParallelGroup(max_tokens_per_rank=8))
+    gen = torch.Generator().manual_seed(rank)
+    inputs = [(torch.randn(t, 32, generator=gen), Routing.from_logits(torch.randn(t, 8, generator=gen), 2)) for t in (5, 8)]
+    synced = []
+
+    @contextlib.contextmanager
+    def no_host_sync():
+        """item()/tolist() (and so any host read of a device value a dispatcher could make) raise, and are noted."""
+        def forbidden(name):
+            def call(*args, **kwargs):
+                synced.append(name)
+                raise AssertionError(f"host sync: {name}")
+            return call
+
+        saved = torch.Tensor.item, torch.Tensor.tolist
+        torch.Tensor.item, torch.Tensor.tolist = forbidden("item"), forbidden("tolist")
+        try:
+            yield
+        finally:
+            torch.Tensor.item, torch.Tensor.tolist = saved
+
+    outs, recv = [], []
+    for x, r in inputs:
+        with no_host_sync():
+            sent = layer.dispatcher.dispatch(x, r)
+        recv.append(sent.hidden_states.data_ptr())
+        y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, x.shape[0])  # the reference experts sync
+        with no_host_sync():
+            outs.append(layer.dispatcher.combine(y, sent))
+    return {"synced": synced, "same_buffers": recv[0] == recv[1], "shapes": [tuple(o.shape) for o in outs]}
+
+
+def test_packed_all_to_all_reuses_its_buffers_and_never_syncs_with_the_host():
+    for got in spawn_group(2, _two_forwards_without_host_syncs, "gloo"):
+        assert got == {"synced": [], "same_buffers": True, "shapes": [(5, 32), (8, 32)]}
+
+
+def test_peer_copy_says_it_does_not_run_on_cpus_and_is_offered_on_gpus():
+    cfg = MoEConfig(8, 2, 64, 32, dtype=torch.float32, parallel=ParallelConfig(ep_size=2, dispatch_backend="peer_copy"))
+    with pytest.raises(BackendUnsupportedError, match="peer_copy.*cuda"):
+        select_pair(cfg, platform=preset("cpu"), registry=Registry(autoload=False), environ={})
+    pair = select_pair(cfg, platform=preset("h100"), registry=Registry(autoload=False), environ={})
+    assert pair.dispatcher.name == "peer_copy"
+    spec = next(s for s in SPECS if s.name == "peer_copy")
+    assert spec.devices == frozenset({DeviceKind.CUDA}) and spec.cuda_graph_safe and not spec.host_sync
+
+
+def test_peer_copy_refuses_cpu_tensors_with_what_to_use_instead():
+    from moe_core.dispatch.peer_copy import PeerCopyDispatcher, TransportUnavailableError
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d = PeerCopyDispatcher(cfg, _Group(0, 2, 4))
+    with pytest.raises(TransportUnavailableError, match="packed_all_to_all"):
+        d.buffers(torch.device("cpu"), 4)
