@@ -105,18 +105,22 @@ class DispatchRanking:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DispatchRanking":
+        """The validated file at ``path`` (parsed again only when the file changes)."""
         try:
-            doc = json.loads(Path(path).read_text())
+            mtime = os.stat(path).st_mtime
         except OSError as exc:
             raise RankingFileError(f"{path}: cannot read the dispatcher ranking ({exc.strerror}); fix or unset {RANKING_FILE}") from None
-        except json.JSONDecodeError as exc:
-            raise RankingFileError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        return cls.from_dict(doc, str(path))
+        return _parse(str(path), mtime)
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(path: str, mtime: float) -> DispatchRanking:
-    return DispatchRanking.load(path)
+def _parse(path: str, mtime: float) -> DispatchRanking:
+    """The file's ranking; ``mtime`` keys the cache, so an edited file is read again."""
+    text = Path(path).read_text()
+    try:
+        return DispatchRanking.from_dict(json.loads(text), path)
+    except json.JSONDecodeError as exc:
+        raise RankingFileError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
 
 
 _active: DispatchRanking | None = None
@@ -133,13 +137,7 @@ def active(environ: Mapping[str, str]) -> DispatchRanking | None:
     if _active is not None:
         return _active
     path = environ.get(RANKING_FILE, "").strip()
-    if not path:
-        return None
-    try:
-        mtime = os.stat(path).st_mtime
-    except OSError as exc:
-        raise RankingFileError(f"{path}: cannot read the dispatcher ranking ({exc.strerror}); fix or unset {RANKING_FILE}") from None
-    return _load_cached(path, mtime)
+    return DispatchRanking.load(path) if path else None
 
 
 def ranking_from_times(device: str, measured: Mapping[tuple, Mapping[str, float]]) -> DispatchRanking:
