@@ -125,3 +125,46 @@ def test_peer_copy_refuses_cpu_tensors_with_what_to_use_instead():
     d = PeerCopyDispatcher(cfg, _Group(0, 2, 4))
     with pytest.raises(TransportUnavailableError, match="packed_all_to_all"):
         d.buffers(torch.device("cpu"), 4)
+
+
+class _ReplayCounter:
+    """Stands in for a CUDA graph of the pack step on a CPU: replaying runs the step."""
+
+    def __init__(self, step):
+        self.step, self.replays = step, 0
+
+    def replay(self):
+        self.replays += 1
+        self.step()
+
+
+class _GraphedOnCpu(PackedAllToAllDispatcher):
+    """The pack-graph bookkeeping of GPU forwards, exercised on a CPU with a stand-in graph."""
+
+    def _pack_graphable(self, device):
+        return True
+
+    def _capture_pack(self, bufs, t):
+        graph = bufs.pack_graphs[t] = _ReplayCounter(lambda: self.pack(bufs, t))
+        return graph
+
+
+def test_eager_forwards_replay_the_pack_step_from_the_second_forward_of_a_token_count(monkeypatch):
+    import moe_core.dispatch.token_rows as token_rows
+
+    monkeypatch.setattr(token_rows, "MAX_PACK_GRAPHS", 2)
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    graphed, plain = _GraphedOnCpu(cfg, _Group(0, 2, 8)), PackedAllToAllDispatcher(cfg, _Group(0, 2, 8))
+    gb, pb = graphed.buffers(torch.device("cpu"), 8), plain.buffers(torch.device("cpu"), 8)
+    gen = torch.Generator().manual_seed(0)
+    for t in (5, 5, 5, 6, 7, 7, 6):
+        x, r = torch.randn(t, 16, generator=gen), Routing.from_logits(torch.randn(t, 8, generator=gen), 2)
+        for d, b in ((graphed, gb), (plain, pb)):
+            stage = b.stage[:t]
+            d.layout.hidden(stage, torch.float32).copy_(x)
+            d.layout.ids(stage).copy_(r.topk_ids)
+            d.layout.weights(stage).copy_(r.topk_weights)
+            d._pack_staged(b, t)
+        assert torch.equal(gb.send, pb.send) and torch.equal(gb.slot[:t], pb.slot[:t])
+    # 5: seen, captured and replayed, replayed; 6: seen, then captured and replayed; 7: beyond the limit, plain ops.
+    assert {t: g.replays if g is not None else None for t, g in gb.pack_graphs.items()} == {5: 2, 6: 1}

@@ -14,15 +14,21 @@ over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Pe
 * **combine**: the experts' output ``[N * R, H]`` (each row already the weighted sum over this rank's
   experts) goes back the same way; each token sums the rows of the ranks it visited in float32.
 
-Buffers are allocated once per (layer, device, ``R``) and reused, so a forward is a few launches and
-its addresses never change (CUDA graphs capture it). A token visits a rank at most once, so ``R`` rows
-per destination never overflow.
+Buffers are allocated once per (layer, device, ``R``) and reused, so addresses never change (CUDA graphs
+capture it). A token visits a rank at most once, so ``R`` rows per destination never overflow.
+
+Eager forwards on a GPU launch few kernels: the caller's tokens and routing are copied into the staging
+rows, and the device work between staging and sending (the routing guard, the slots, the blank ids, the
+indexed write; about twenty small kernels) is replayed from a CUDA graph of its own, captured by the
+second forward of each token count (a synchronisation, once); the transport follows. While the caller
+captures a graph, and on CPUs, the same work runs as plain torch ops.
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,8 +36,12 @@ from moe_core.config import ActivationFormat
 from moe_core.dispatch.base import Dispatched, Dispatcher
 from moe_core.routing import Routing
 
+logger = logging.getLogger("moe_core")
+
 #: Row widths are multiples of this many bytes, so every row (and the hidden states' view) stays aligned.
 ROW_ALIGN = 16
+#: Token counts whose pack step is kept as a CUDA graph, per buffers; others run as plain ops.
+MAX_PACK_GRAPHS = 16
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,8 @@ class RowBuffers:
     recv: torch.Tensor
     back: torch.Tensor
     first_slot: torch.Tensor  # int64 [N]: d * R
+    slot: torch.Tensor  # int64 [R, N]: each staged token's send row per destination (the trash row where none)
+    pack_graphs: dict = field(default_factory=dict)  # tokens -> CUDA graph of the pack step (None: seen once)
 
 
 class TokenRowsDispatcher(Dispatcher):
@@ -91,6 +103,8 @@ class TokenRowsDispatcher(Dispatcher):
         super().__init__(config, group)
         self.layout = RowLayout(config.hidden_size * config.dtype.itemsize, config.top_k)
         self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
+        #: Replay the pack step of eager GPU forwards from CUDA graphs (False after a capture failed: plain ops).
+        self.graph_pack = True
 
     # ------------------------------------------------------------------ transport (subclasses)
     @abc.abstractmethod
@@ -121,32 +135,78 @@ class TokenRowsDispatcher(Dispatcher):
         recv = self.allocate_received((slots, width), torch.uint8, device)
         back = self.allocate_received((slots + 1, self.config.hidden_size), self.config.dtype, device)
         return RowBuffers(rows, send, torch.zeros(rows, width, dtype=torch.uint8, device=device), blank, recv, back,
-                          torch.arange(ep, device=device) * rows)
+                          torch.arange(ep, device=device) * rows, torch.zeros(rows, ep, dtype=torch.int64, device=device))
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
-        routing = self.drop_invalid(routing)
         t = hidden_states.shape[0]
         device = hidden_states.device
         bufs = self.buffers(device, self.tokens_per_rank(t, device))
-        slot = self.slots(routing.topk_ids, bufs)
         layout, stage = self.layout, bufs.stage[:t]
         layout.hidden(stage, hidden_states.dtype).copy_(hidden_states)
         layout.ids(stage).copy_(routing.topk_ids)
         layout.weights(stage).copy_(routing.topk_weights)
-        layout.ids(bufs.send).copy_(bufs.blank_ids)
-        bufs.send.index_put_((slot,), stage.unsqueeze(1).expand(t, slot.shape[1], layout.width))
+        self._pack_staged(bufs, t)
         self.send_rows(bufs.send[:-1], bufs.recv)
         got = Routing(layout.ids(bufs.recv).contiguous(), layout.weights(bufs.recv).contiguous())
-        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (slot, bufs))
+        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (bufs.slot[:t], bufs))
+
+    def pack(self, bufs: RowBuffers, t: int) -> None:
+        """From the ``t`` staged rows to the send buffer: invalid ids dropped (expert 0, weight 0; counted), each
+        row's slots (:attr:`RowBuffers.slot`), blank ids in every slot, then every row into its slots."""
+        stage = bufs.stage[:t]
+        ids, weights = self.layout.ids(stage), self.layout.weights(stage)
+        bad = self.record_invalid(ids)
+        ids.masked_fill_(bad, 0)
+        weights.masked_fill_(bad, 0.0)
+        slot = bufs.slot[:t]
+        slot.copy_(self.slots(ids, bufs))
+        self.layout.ids(bufs.send).copy_(bufs.blank_ids)
+        words = self.layout.width // 8  # rows move as int64 words: 8x fewer elements than bytes
+        bufs.send.view(torch.int64).index_put_((slot,), stage.view(torch.int64).unsqueeze(1).expand(t, slot.shape[1], words))
+
+    def _pack_staged(self, bufs: RowBuffers, t: int) -> None:
+        """:meth:`pack`, replayed from a CUDA graph in eager GPU forwards once a token count has been seen."""
+        plain = not self._pack_graphable(bufs.send.device)
+        graph = bufs.pack_graphs.get(t)
+        if plain or graph is None:
+            if not plain and t not in bufs.pack_graphs and len(bufs.pack_graphs) < MAX_PACK_GRAPHS:
+                bufs.pack_graphs[t] = None  # seen once, run eagerly (warm-up); the next forward captures
+            elif not plain and t in bufs.pack_graphs:
+                graph = self._capture_pack(bufs, t)
+            if graph is None:
+                self.pack(bufs, t)
+                return
+        graph.replay()
+
+    def _pack_graphable(self, device: torch.device) -> bool:
+        """Whether the pack step may come from a graph of its own: eager forwards on a GPU, unless a capture failed."""
+        return device.type == "cuda" and self.graph_pack and not torch.cuda.is_current_stream_capturing()
+
+    def _capture_pack(self, bufs: RowBuffers, t: int):
+        """A CUDA graph of :meth:`pack` for ``t`` tokens (kept in ``bufs``), or None after logging why not."""
+        device = bufs.send.device
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                self.pack(bufs, t)
+        except RuntimeError as exc:
+            logger.warning("%s: capturing the pack step failed, eager forwards run it as plain ops: %s", type(self).__name__, exc)
+            self.graph_pack = False
+            bufs.pack_graphs.clear()
+            return None
+        torch.cuda.current_stream(device).wait_stream(stream)
+        bufs.pack_graphs[t] = graph
+        return graph
 
     def slots(self, topk_ids: torch.Tensor, bufs: RowBuffers) -> torch.Tensor:
         """int64 [T, N]: the send-buffer row of each (token, destination rank); the trash row where the token
         has no expert on that rank. Tokens keep their order within each destination's block."""
-        ep = self.config.parallel.ep_size
-        owner = torch.div(topk_ids.long(), self.local_experts, rounding_mode="floor")
-        wanted = torch.zeros(topk_ids.shape[0], ep, dtype=torch.int32, device=topk_ids.device).scatter_(1, owner, 1)
-        rank_in_block = torch.cumsum(wanted, 0) - 1
-        return torch.where(wanted.bool(), bufs.first_slot + rank_in_block, bufs.send.shape[0] - 1)
+        owner = torch.div(topk_ids, self.local_experts, rounding_mode="floor").long()
+        wanted = torch.zeros(topk_ids.shape[0], self.config.parallel.ep_size, dtype=torch.bool, device=topk_ids.device)
+        wanted.scatter_(1, owner, True)
+        return torch.where(wanted, torch.cumsum(wanted, 0) + (bufs.first_slot - 1), bufs.send.shape[0] - 1)
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         slot, bufs = dispatched.state
