@@ -377,7 +377,7 @@ def main() -> int:
             left = max(deadline - time.monotonic(), 0.0)
             args.budget_s = left * (2 / 3 if index + 1 < len(groups) else 1.0)
             try:
-                per_rank = spawn_group(args.world, _all, backend, args, group, index == 0, timeout_s=120)
+                per_rank = spawn_group(args.world, _all, backend, args, group, index == 0, timeout_s=300)
             except Exception as exc:  # noqa: BLE001
                 report["ranks"][f"group {'+'.join(group)}"] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
                 print(f"TIMING GROUP {group} FAILED: {exc}", flush=True)

@@ -11,7 +11,7 @@
 # World 2's equality runs on GPUs 2-3 while its timing runs on GPUs 0-1 (separate NVLink pairs; the
 # equality run's compiles share the host's 64 cores). Each step has its own time limit, timing starts no
 # new case 50 s before it, and every step runs whatever happened before: a record is always written.
-#   EP_ITERS (10) samples per timing; EP_WORLD2_S (200), EP_WORLD4_S (290) limits of the two steps.
+#   EP_ITERS (10) samples per timing; EP_WORLD2_S (190), EP_WORLD4_S (280) limits of the two steps.
 #   EP_ARGS: more ep_gpu.py arguments, last (they win). The script's logic on CPUs, gloo, tiny shapes:
 #   EP_GPUS=4 EP_ARGS="--device cpu --shapes tiny --equality-shapes tiny" bash benchmarks/ep_suite.sh
 set -uo pipefail
@@ -22,8 +22,8 @@ cd "$root"
 # NVLink multicast stays off (symmetric memory, NCCL NVLS, NVSHMEM).
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 iters="${EP_ITERS:-10}"
-world2_s="${EP_WORLD2_S:-200}"
-world4_s="${EP_WORLD4_S:-290}"
+world2_s="${EP_WORLD2_S:-190}"
+world4_s="${EP_WORLD4_S:-280}"
 begin=$(date +%s)
 machine="$(
   date -u
