@@ -48,6 +48,8 @@ from moe_core.quant import scheme
 from moe_core.testing.distributed import spawn_group
 from moe_core.testing.expert_parallel import EPCase, run_cases
 
+from ep_summary import graph_ok  # benchmarks/ (this script's folder) is on sys.path
+
 #: The scheme each shape is timed in (the DeepSeek-V3 layer only exists as fp8-block here).
 TIMED_SCHEME = {"qwen3-30b-a3b": "unquantized", "mixtral-8x7b": "unquantized", "deepseek-v3": "fp8-block", "tiny": "unquantized"}
 #: Dispatchers whose transport needs a GPU per rank and NCCL-style peers (run in a group of their own).
@@ -189,13 +191,19 @@ def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str]
             def one():
                 layer = _ep_layer(full, weights, sch, rank, world, d, 64, None)
                 eager = layer(x, routing).clone()
+                # Later eager calls with other inputs, then the first inputs again: dispatchers that replay a step of
+                # their own from a graph (token rows) must still give the first call's result.
+                other = _inputs(full, 64, device, rank + 11)
+                for _ in range(2):
+                    layer(*other)
+                repeat = relative_error(layer(x, routing), eager)
                 if not device.startswith("cuda"):
-                    return {"skipped": "no CUDA"}
+                    return {"skipped": "no CUDA", "eager_repeat_error": repeat}
                 graph, captured = _capture(lambda: layer(x, routing))
                 graph.replay()
                 torch.cuda.synchronize()
                 layer.check()
-                result = {"error_vs_eager": relative_error(captured, eager), "pair": f"{d} + {layer.backend}"}
+                result = {"error_vs_eager": relative_error(captured, eager), "eager_repeat_error": repeat, "pair": f"{d} + {layer.backend}"}
                 del graph
                 return result
             _guarded(out, f"{shape}/{d}", one)
@@ -282,7 +290,7 @@ def _all(rank: int, world: int, args: argparse.Namespace, dispatchers: list[str]
     device = ("cuda:0" if args.one_gpu else f"cuda:{rank}") if args.device == "cuda" else "cpu"
     shapes = args.shapes.split(",")
     out = {"rank": rank, "device": torch.cuda.get_device_name(rank) if args.device == "cuda" else "cpu"}
-    if "graphs" in args.phases and args.device == "cuda":
+    if "graphs" in args.phases:
         out["graphs"] = graph_check(rank, world, shapes, dispatchers, device)
     if "bench" in args.phases:
         clock = Clock(args.budget_s, device)
@@ -313,7 +321,7 @@ def _print_rows(per_rank: list[dict]) -> bool:
     for r in per_rank:
         for name, row in r.get("graphs", {}).items():
             print(f"graph rank {r['rank']} {name}: {row}", flush=True)
-            ok &= "skipped" in row or ("error_vs_eager" in row and row["error_vs_eager"] < 1e-3)
+            ok &= graph_ok(row)
         for name, row in r.get("bench", {}).items():
             print(f"bench rank {r['rank']} {name}: {json.dumps(row, default=str)}", flush=True)
     return ok
@@ -343,6 +351,7 @@ def main() -> int:
     groups = [[d for d in available if d not in ISOLATED]] + ([[d for d in available if d in ISOLATED]] if not args.no_isolated else [])
     groups = [g for g in groups if g]
     deadline = time.monotonic() + args.budget_s
+    equality_shapes = (args.equality_shapes or args.shapes).split(",")
     report = {"torch": torch.__version__, "world": args.world, "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     ok = True
 
@@ -351,38 +360,32 @@ def main() -> int:
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1, default=str)
 
-    if "equality" in args.phases:
-        shapes = (args.equality_shapes or args.shapes).split(",")
-        report["equality"] = {}
-        for group in groups:
+    def failed(phase: str, group: list[str], exc: Exception) -> None:
+        report[phase][f"group {'+'.join(group)}"] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
+        print(f"{phase.upper()} GROUP {group} FAILED: {exc}", flush=True)
+        save()
+
+    # Each group of dispatchers runs every phase before the next group starts: peer_copy (last) cannot cost the others.
+    report["equality"], report["ranks"] = {}, {}
+    for index, group in enumerate(groups):
+        if "equality" in args.phases:
             try:
-                per_rank = spawn_group(args.world, run_cases, backend, equality_cases(shapes, group), args.device, True, timeout_s=120)
+                per_rank = spawn_group(args.world, run_cases, backend, equality_cases(equality_shapes, group), args.device, True, timeout_s=120)
             except Exception as exc:  # noqa: BLE001 - this group's failure is the record; the others go on
-                report["equality"][f"group {'+'.join(group)}"] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
-                print(f"EQUALITY GROUP {group} FAILED: {exc}", flush=True)
+                failed("equality", group, exc)
                 ok = False
+            else:
+                ok &= _record_equality(report["equality"], per_rank)
                 save()
-                continue
-            for name in per_rank[0]:
-                rows = [dataclasses.asdict(r[name]) | {"ok": r[name].ok} for r in per_rank]
-                report["equality"][name] = rows
-                ok &= all(r["ok"] for r in rows)
-                print(f"{name:<48} " + "  ".join(f"r{i}: {r['dispatcher']}+{r['experts']} err {r['error']:.2e} "
-                                                  f"{'ok' if r['ok'] else 'FAIL ' + r['raised']}" for i, r in enumerate(rows)), flush=True)
-            save()
-    if "graphs" in args.phases or "bench" in args.phases:
-        report["ranks"] = {}
-        for index, group in enumerate(groups):
+        if "graphs" in args.phases or "bench" in args.phases:
             # Time left for timing, shared out: a later group (peer_copy) keeps a third of what remains.
             left = max(deadline - time.monotonic(), 0.0)
             args.budget_s = left * (2 / 3 if index + 1 < len(groups) else 1.0)
             try:
                 per_rank = spawn_group(args.world, _all, backend, args, group, index == 0, timeout_s=300)
             except Exception as exc:  # noqa: BLE001
-                report["ranks"][f"group {'+'.join(group)}"] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
-                print(f"TIMING GROUP {group} FAILED: {exc}", flush=True)
+                failed("ranks", group, exc)
                 ok = False
-                save()
                 continue
             report["ranks"]["+".join(group)] = per_rank
             ok &= _print_rows(per_rank)
@@ -392,6 +395,18 @@ def main() -> int:
     save()
     print("ALL OK" if ok else "FAILURES")
     return 0 if ok else 1
+
+
+def _record_equality(into: dict, per_rank: list[dict]) -> bool:
+    """Every rank's result of each case into ``into``, one line per case printed; whether all passed."""
+    ok = True
+    for name in per_rank[0]:
+        rows = [dataclasses.asdict(r[name]) | {"ok": r[name].ok} for r in per_rank]
+        into[name] = rows
+        ok &= all(r["ok"] for r in rows)
+        print(f"{name:<48} " + "  ".join(f"r{i}: {r['dispatcher']}+{r['experts']} err {r['error']:.2e} "
+                                          f"{'ok' if r['ok'] else 'FAIL ' + r['raised']}" for i, r in enumerate(rows)), flush=True)
+    return ok
 
 
 def _merge_ranking(path: str, new: DispatchRanking) -> None:

@@ -21,7 +21,7 @@ def summary():
 
 
 def _rank(rank: int, bench: dict) -> dict:
-    return {"rank": rank, "device": "GPU", "graphs": {"qwen3-30b-a3b/naive": {"error_vs_eager": 0.0}}, "bench": bench}
+    return {"rank": rank, "device": "GPU", "graphs": {"qwen3-30b-a3b/naive": {"error_vs_eager": 0.0, "eager_repeat_error": 2e-3 * rank}}, "bench": bench}
 
 
 def _write(tmp_path: Path, name: str, doc: dict) -> str:
@@ -44,6 +44,7 @@ def test_targets_use_the_slowest_rank_and_the_best_dispatcher(tmp_path, summary)
     lines = summary.summarize(summary.merge([summary.load(equality), summary.load(timing), summary.load(str(tmp_path / "none.json"))]))
     text = "\n".join(lines)
     assert "== world 2: equality 0/1 ok; FAILED: qwen3/bf16/naive" in text
+    assert "graphs 0/1 replay and repeated eager calls == eager; FAILED: qwen3-30b-a3b/naive" in text  # rank 1's repeat differs
     assert "FAILURE timing peer_copy: RuntimeError: no P2P" in text and "RECORD MISSING" in text
     # eager: slowest ranks naive 1000, packed 1100 -> naive, 1000 / 1600 = 0.62 > 0.6; graph: naive 850 / 1500 = 0.57
     assert "world 2 qwen3-30b-a3b 4096 eager EP=2 layer / 1 GPU whole work: MISSED 0.62x (≤ 0.6x): naive 1000 vs 1600 µs" in text
