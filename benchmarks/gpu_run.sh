@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU benchmark session: `moe-core bench`, every available backend checked against the reference and
+# GPU benchmark run: `moe-core bench`, every available backend checked against the reference and
 # timed against its peers and the roofline; results under $OUT (or ./out): bench JSON/CSV/PNG and log.
 # It only benchmarks: the GPU tests are the README's test command, `bash scripts/test.sh` (run it
 # first). Set-up is scripts/bootstrap.sh's, which reuses the GPU image's torch and triton offline

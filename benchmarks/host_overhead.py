@@ -1,4 +1,4 @@
-"""Experiment: where the host time of one eager Triton forward goes (issue 12).
+"""Experiment: where the host time of one eager Triton forward goes.
 
 Run on a GPU: python benchmarks/host_overhead.py
 Host time of each piece (``moe_core.bench.timing.host_time``: GPU idle before each call, median):

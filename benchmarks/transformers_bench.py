@@ -1,4 +1,4 @@
-"""transformers' experts implementations vs experts_implementation="moe_core" on a GPU (issue 16).
+"""transformers' experts implementations vs experts_implementation="moe_core" on a GPU.
 
 Two-layer random-weight models with the MoE shape of Qwen3-30B-A3B and of Mixtral-8x7B, bf16. For
 1, 16 and 4096 tokens (one sequence, no KV cache) and each of "grouped_mm", "batched_mm", "eager"

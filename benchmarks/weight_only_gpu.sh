@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's GPU evidence in one device call (run from the repository root on the GPU machine):
+# The weight-only schemes' GPU evidence in one 10-minute GPU run (run from the repository root on the GPU machine):
 # the weight-only GPU tests (bf16 and fp16, K = 7168, CUDA-graph capture, batched format) and those of the
 # launch options tuned files may pick (SWAP_AB, SPLIT_K), then every
 # weight-only scheme against bf16 Triton in the same bench run, with each format's real bytes

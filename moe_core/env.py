@@ -66,7 +66,7 @@ def register_variables(names: list[str]) -> None:
 
 
 #: Read by the set-up scripts and the test suite, and where moe-core writes what a user produces (moe_core/user_dirs.py), never part of a selection.
-SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV", "MOE_CORE_SKIP_UNINSTALL_TEST", "MOE_CORE_CACHE_DIR")
+SETUP_VARIABLES = ("MOE_CORE_TORCH", "MOE_CORE_VENV", "MOE_CORE_CACHE_DIR")
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:

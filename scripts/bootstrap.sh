@@ -37,8 +37,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
       # that `import flashinfer` does not need): its light requirements and the provider without them.
       # Offline (a GPU machine's image) the provider may be out of reach: the plugin is installed all the
       # same and its backends say how to install the provider, as for every optional provider.
-      if ! { "${pip[@]}" -r "$dir/requirements-light.txt" && "${pip[@]}" --no-deps -r "$dir/requirements-nodeps.txt"; }; then
-        echo "bootstrap: could not install the provider of $(basename "$dir") ($dir/requirements-nodeps.txt; offline?)." \
+      # One try each, no retries: an unreachable index fails in seconds instead of pip's five backed-off retries.
+      # pip's own messages go to a log; the outcome is one line.
+      log="$venv/provider-$(basename "$dir").log"
+      once=("${pip[@]}" --retries 0 --timeout 10)
+      if ! { "${once[@]}" -r "$dir/requirements-light.txt" && "${once[@]}" --no-deps -r "$dir/requirements-nodeps.txt"; } >"$log" 2>&1; then
+        echo "bootstrap: could not install the provider of $(basename "$dir") ($dir/requirements-nodeps.txt; offline? pip's output: $log)." \
              "Its backends will say how to install it; the rest works without it. To retry: rm $stamp" >&2
       fi
       nodeps+=(-e "$dir")

@@ -291,13 +291,15 @@ def test_graph_rows_carry_the_paired_back_to_back_replay_time():
         x.mul_(1.0)
 
     def host_bound():
-        end = time.perf_counter() + 300e-6
+        end = time.perf_counter() + 1e-3
         while time.perf_counter() < end:
             pass
         x.mul_(1.0)
 
+    # A replay of this 4 MB multiply takes a few microseconds on an idle GPU; the margin leaves room for the
+    # kernels of other test processes sharing the GPU (the suite runs in parallel on a GPU machine).
     eager, replays = harness.Timer("cuda").back_to_back_pair(host_bound, graph.replay)
-    assert eager >= 290e-6 > 10 * replays
+    assert eager >= 0.99e-3 > 3 * replays
 
 
 def test_eager_time_on_a_cpu_is_the_wall_clock_median():

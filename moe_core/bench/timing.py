@@ -101,7 +101,7 @@ def _cuda_batch_seconds(fn: Callable[[], object], calls: int) -> float:
     after one untimed lead call: while the GPU runs it, the host enqueues the start event and the first timed call, as
     in a model running eagerly, where the host works ahead of the GPU. Without it, the first call's host time (the GPU
     idle, waiting for its first kernel) counted in every batch: for Mixtral-8x7B at 4096 tokens on the H100, 266 µs
-    over a batch of 4 calls (docs/benchmarks/triton-h100.md, session 39). A call whose host work outlasts its GPU work
+    over a batch of 4 calls (docs/benchmarks/triton-h100.md, 2026-11-27). A call whose host work outlasts its GPU work
     is still timed by its host work."""
     import torch
 
@@ -131,7 +131,7 @@ def cold_l2_seconds(fn: Callable[[], object], warmup_ms: float = 25.0, rep_ms: f
     which the run evicts for free. ``triton.testing.do_bench`` empties it by writing zeros instead, so each run first
     writes the L2's dirty lines back to memory while it streams its own data: on the H100 that added about 9 µs to a
     one-token Qwen3-30B-A3B layer (48.0 against 39.2 µs) and about 10 µs to Mixtral-8x7B's
-    (docs/benchmarks/h100-2026-11-24-s31/decode_timing.txt). Runs for about ``warmup_ms`` first, then times about
+    (docs/benchmarks/raw/2026-11-24-l2-read-timer/decode_timing.txt). Runs for about ``warmup_ms`` first, then times about
     ``rep_ms`` worth of runs (at least 5)."""
     import torch
 

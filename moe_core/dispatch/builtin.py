@@ -18,7 +18,7 @@ _DEVICES = frozenset({DeviceKind.CUDA, DeviceKind.ROCM, DeviceKind.CPU})
 #: (tests/test_expert_parallel.py).
 _VALIDATION = Validation(
     hardware="2x NVIDIA H200 (NV18), NCCL 2.28.9, one rank per GPU",
-    provider="torch 2.11.0+cu130, triton 3.6.0", date="2026-11-23", log="docs/benchmarks/h200x2-2026-11-23-ep/ep_equality.log",
+    provider="torch 2.11.0+cu130, triton 3.6.0", date="2026-11-23", log="docs/benchmarks/raw/2026-11-23-ep-h200x2/ep_equality.log",
 )
 
 SPECS = (

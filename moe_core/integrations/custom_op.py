@@ -25,12 +25,22 @@ from moe_core.routing import Routing
 #: A layer provider: ``provider(hidden_states, top_k)`` returns the prepared layer that runs them.
 LayerProvider = Callable[[torch.Tensor, int], MoELayer]
 
+#: The handle a caller passes for a layer it never registered. Tracing cannot register one (registration is
+#: host bookkeeping), so a traced caller passes this instead of raising: an exception raised while Dynamo traces
+#: reaches the user as ``torch._dynamo.exc.Unsupported`` under ``fullgraph=True``, whereas the op's own
+#: :class:`NotPreparedError`, raised when the compiled graph runs, reaches the user as itself.
+UNPREPARED = 0
+
 _providers: dict[int, LayerProvider] = {}
-_next_handle = itertools.count(1)
+_next_handle = itertools.count(UNPREPARED + 1)
 
 
 class UnknownHandleError(MoECoreError, KeyError):
     """``moe_core::fused_experts`` got a handle that no live layer provider holds."""
+
+
+class NotPreparedError(MoECoreError, RuntimeError):
+    """``moe_core::fused_experts`` ran with the :data:`UNPREPARED` handle: its layer was traced before it was registered."""
 
 
 class InferenceOnlyError(MoECoreError, RuntimeError):
@@ -60,6 +70,12 @@ def fused_experts(hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weig
 
     Returns [T, H] in the hidden states' dtype: the router-weighted sum of each token's experts.
     """
+    if handle == UNPREPARED:
+        raise NotPreparedError(
+            "moe_core::fused_experts ran a layer that was traced before it was registered with moe-core. Register "
+            "every layer before compiling: for a transformers model, call moe_core.integrations.transformers.prepare(model) "
+            "(or run one eager forward) before torch.compile"
+        )
     provider = lookup(handle)
     if provider is None:
         raise UnknownHandleError(

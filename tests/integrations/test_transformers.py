@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch._dynamo.testing  # CompileCounterWithBackend; not imported by `import torch`
 
 transformers = pytest.importorskip("transformers")
 
@@ -184,13 +185,19 @@ def test_gpt_oss_experts_raise_a_clear_error():
         logits(model, "moe_core", TOKENS, compiled=True)  # prepare() before compiling names the module
 
 
-def test_compiling_an_unprepared_model_says_what_to_do():
+def test_compiling_an_unprepared_model_raises_not_prepared_error():
+    """The documented error type itself, catchable by ``except NotPreparedError`` (not Dynamo's Unsupported);
+    after prepare() the same compiled model runs."""
     model = random_model("qwen3_moe", num_hidden_layers=1)
     model.set_experts_implementation("moe_core")
     torch._dynamo.reset()
-    with pytest.raises(Exception, match=r"Qwen3MoeExperts has no moe-core handle under torch.compile: call .*prepare\(model\)"):
-        with torch.no_grad():
-            torch.compile(model, backend="aot_eager", fullgraph=True)(TOKENS)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        with pytest.raises(moe_core_hf.NotPreparedError, match=r"call moe_core\.integrations\.transformers\.prepare\(model\)") as err:
+            compiled(TOKENS)
+        assert type(err.value) is moe_core_hf.NotPreparedError
+        moe_core_hf.prepare(model)
+        assert compiled(TOKENS).logits.shape == (*TOKENS.shape, model.config.vocab_size)
 
 
 def test_unsupported_activation_is_named():

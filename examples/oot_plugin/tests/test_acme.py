@@ -64,7 +64,7 @@ def test_conformance_kit():
     conformance.check_specs(reg, "acme")
     conformance.check_supports(reg, "acme")
     records = conformance.check_numerics(reg, "acme", device="cpu", platform=CPU)
-    assert {r["scheme"] for r in records} == {"unquantized", "fp8-channel"}
+    assert {r["scheme"] for r in records if "rel_err" in r} == {"unquantized", "fp8-channel"}  # numeric cases ran for both
 
 
 def test_a_hand_made_input_against_the_reference_and_a_wrong_kernel_caught():
@@ -82,15 +82,32 @@ def test_a_hand_made_input_against_the_reference_and_a_wrong_kernel_caught():
         conformance.check_against_reference(Doubled, CFG, "unquantized", x, routing)
 
 
-@pytest.mark.skipif(os.environ.get("MOE_CORE_SKIP_UNINSTALL_TEST") == "1", reason="opted out")
-def test_uninstalling_removes_it():
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "uninstall", "-y", "acme-moe"], check=True, capture_output=True)
-    try:
-        doc = json.loads(moe_core_cli("list", "--json"))
-        assert "acme" not in {b["name"] for b in doc["backends"]}
-        assert "acme" not in {p["name"] for p in doc["plugins"]}
-    finally:
-        subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "-e", str(HERE)], check=True, capture_output=True)
-    doc = json.loads(moe_core_cli("list", "--json"))
-    assert "acme" in {b["name"] for b in doc["backends"]}
+def _listed_backends(site_view: Path) -> set[str]:
+    """The backends `moe-core list --json` reports in a Python whose only site-packages is ``site_view``."""
+    code = ("import site, sys; site.addsitedir(sys.argv[1]); from moe_core.cli import main; "
+            "sys.exit(main(['list', '--json']))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("MOE_CORE_")}
+    out = subprocess.run([sys.executable, "-S", "-c", code, str(site_view)], capture_output=True, text=True, check=True, env=env)
+    return {b["name"] for b in json.loads(out.stdout)["backends"]}
+
+
+def test_uninstalling_removes_it(tmp_path):
+    """Uninstalling acme-moe removes its backend. Simulated without touching this environment (other tests run beside
+    this one): a view of the site-packages that holds acme-moe — a link per entry — with or without the files its
+    installation record lists, as `pip uninstall` would remove them."""
+    from importlib.metadata import distribution
+
+    dist = distribution("acme-moe")
+    site_packages = Path(dist.locate_file(""))
+    owned = {Path(f).parts[0] for f in dist.files or ()}
+    assert any(name.endswith(".dist-info") for name in owned), "acme-moe's installation record lists no metadata"
+    views = {}
+    for label, skip in (("installed", set()), ("uninstalled", owned)):
+        view = views[label] = tmp_path / label
+        view.mkdir()
+        for entry in site_packages.iterdir():
+            if entry.name not in skip:
+                (view / entry.name).symlink_to(entry)
+    assert "acme" in _listed_backends(views["installed"])  # the view alone finds it: the check below can fail
+    without = _listed_backends(views["uninstalled"])
+    assert "acme" not in without and "reference" in without

@@ -26,8 +26,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("moe_core.integrations.transformers needs transformers: pip install 'moe-core[transformers]'") from exc
 
 from moe_core.config import AUTO
-from moe_core.errors import MoECoreError
 from moe_core.integrations import custom_op
+from moe_core.integrations.custom_op import NotPreparedError
 from moe_core.integrations.transformers import prepared
 from moe_core.integrations.transformers.layout import ExpertsLayout, UnsupportedExpertsError, describe
 from moe_core.integrations.transformers.prepared import prepared_layer
@@ -39,10 +39,6 @@ __all__ = [
     "EXPERTS_IMPLEMENTATION", "ExpertsLayout", "NotPreparedError", "UnsupportedExpertsError", "describe", "experts_forward",
     "prepare", "prepared_layer", "register",
 ]
-
-
-class NotPreparedError(MoECoreError, RuntimeError):
-    """A compiled experts forward met a module that was never registered with moe-core."""
 
 
 def register(moe_backend: str = AUTO) -> None:
@@ -75,10 +71,8 @@ def experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_index: t
     ``top_k_weights`` [T, k]; returns [T, H], the router-weighted sum of each token's experts."""
     if not torch.compiler.is_compiling():
         prepared.handle(self)  # checks the module and registers it on first use: plain Python, never traced
-    handle = getattr(self, prepared.ATTRIBUTE, None)  # an int attribute: a compiled graph holds it as a guarded constant
-    if handle is None:
-        raise NotPreparedError(
-            f"{type(self).__name__} has no moe-core handle under torch.compile: call "
-            "moe_core.integrations.transformers.prepare(model) (or run one eager forward) before compiling"
-        )
+    # An int attribute: a compiled graph holds it as a guarded constant. A module traced before prepare() has none;
+    # the op then raises NotPreparedError when the graph runs (raising here, under Dynamo, would not reach the user
+    # as itself: fullgraph=True turns it into torch._dynamo.exc.Unsupported).
+    handle = getattr(self, prepared.ATTRIBUTE, custom_op.UNPREPARED)
     return custom_op.fused_experts(hidden_states, top_k_index, top_k_weights, handle)

@@ -32,7 +32,7 @@ _COMMON = dict(
     supports_expert_map=True,
     validation=Validation(
         hardware="NVIDIA H100 80GB HBM3", provider="deep_gemm 2.6.1 (54e2261), triton 3.6.0, torch 2.11.0+cu130",
-        date="2026-11-23", log="docs/benchmarks/raw/deepgemm_2026-11-23_gpu_tests.log",
+        date="2026-11-23", log="docs/benchmarks/raw/2026-11-23-deepgemm/gpu_tests.log",
     ),
 )
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session for the DeepGEMM plugin: build DeepGEMM (unless it imports), install the project,
+# One GPU run for the DeepGEMM plugin: build DeepGEMM (unless it imports), install the project,
 # run the GPU tests, then the benchmark. Logs go to ./gpu-out, re-packed into $OUT/logs.tgz after
 # every step when $OUT is set (the device tool returns at most 8 files). Run from the repo root:
 #   plugins/deepgemm_backend/scripts/gpu_check.sh .deepgemm/DeepGEMM
@@ -20,7 +20,7 @@ step 120 install python3 -m pip install -q --no-deps --no-build-isolation -e . -
   python3 -c "import sys, torch, triton, deep_gemm; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'deep_gemm', deep_gemm.__version__)"
   nvcc --version | tail -1; } > "$out/env.txt" 2>&1; cat "$out/env.txt"
 step 30 doctor moe-core doctor
-# -n 1: one xdist worker, so that a crash inside DeepGEMM fails one test instead of the session
+# -n 1: one xdist worker, so that a crash inside DeepGEMM fails one test instead of the whole pytest run
 step ${TEST_LIMIT:-140} gpu_tests python3 -m pytest -v -rA -n 1 plugins/deepgemm_backend/tests/test_deepgemm_gpu.py
 for preset in ${PRESETS:-deepseek-v3 qwen3-30b-a3b}; do
     step ${BENCH_LIMIT:-110} "bench_$preset" moe-core bench --preset $preset --scheme fp8-block --backends deepgemm,triton \

@@ -62,12 +62,12 @@ def backend_lines(registry, platform) -> list[str]:
     from moe_core.quant import scheme
     from moe_core.spec import SupportQuery
 
-    from moe_core_flashinfer import contract, plugin
+    from moe_core_flashinfer import contract, specs
 
     cfg = MoEConfig(**LAYER, dtype=torch.bfloat16)
     out = [f"backends on {platform.describe()} (a {LAYER['num_experts']}-expert, top-{LAYER['top_k']}, H={LAYER['hidden_size']}, "
            f"I={LAYER['intermediate_size']} bfloat16 layer):"]
-    for spec in plugin.SPECS:
+    for spec in specs.SPECS:
         if spec.name not in registry.specs:
             out.append(f"  {spec.name:<28} not registered (plugin denied or not loaded)")
             continue

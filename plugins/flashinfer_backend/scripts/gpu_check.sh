@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session for the FlashInfer plugin on a machine without network (the lent H100): install the
+# One GPU run for the FlashInfer plugin on a machine without network (the H100): install the
 # files carried in WHEELS (default ".wheels .wheels2"; one call carries at most 64 MiB, so the set
 # travels in two calls on a warm machine, the first with STEPS=install): flashinfer-trim.tar.xz (the
 # flashinfer-python wheel without its nvcc sources), wheels of apache-tvm-ffi, cuda-tile,

@@ -19,7 +19,7 @@ from flashinfer.fused_moe.layer import _BACKEND_RUNNERS  # noqa: E402
 
 from moe_core_flashinfer import contract  # noqa: E402
 from moe_core_flashinfer.kernel import FlashInferWeights, to_flashinfer_w1  # noqa: E402
-from moe_core_flashinfer.plugin import KERNELS  # noqa: E402
+from moe_core_flashinfer.specs import KERNELS  # noqa: E402
 
 CFG = MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=96, dtype=torch.bfloat16)
 CASES = [(b, s, binding) for b, bindings in contract.BINDINGS.items() for s, binding in bindings.items()]

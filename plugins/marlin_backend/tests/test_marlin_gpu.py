@@ -1,7 +1,7 @@
 """`marlin` on a real GPU with vLLM's compiled Marlin MoE ops, against the reference backend.
 
 Skipped unless a CUDA GPU and an importable vLLM are both present. No machine of this project has vLLM
-(the lent GPU image is offline), so these tests have not run yet and the backend's validation record is
+(the GPU image used so far is offline), so these tests have not run yet and the backend's validation record is
 NOT_VALIDATED. On a machine where they pass, copy the line printed by `test_numerics` (GPU, vLLM version,
 date) and the log's path into `Validation(...)` in moe_core_marlin/plugin.py.
 """

@@ -283,7 +283,7 @@ def _capacity(pairs: int, num_experts: int, block_m: int) -> int:
 def _table_launcher(has_map: bool, guard: bool, block_m: int, e_p2: int, block: int, cooperative: bool) -> Launcher:
     """A launch of several programs is cooperative: its barriers need every program resident. A launch of one program
     waits at no barrier and is launched plainly (the host time is the same either way on the H100 machine: 13.7
-    against 14.2 µs per launch, interleaved A/B, docs/benchmarks/h100-2026-11-23-host/coop_ab.txt)."""
+    against 14.2 µs per launch, interleaved A/B, docs/benchmarks/raw/2026-11-23-triton-direct-launch/coop_ab.txt)."""
     return Launcher(_table_kernel, num_warps=4, cooperative=cooperative, HAS_MAP=has_map, GUARD=guard, BLOCK_M=block_m, E_P2=e_p2,
                     BLOCK=block)
 

@@ -273,7 +273,7 @@ def e2m1_values(raw, dtype: tl.constexpr, W_PTX: tl.constexpr):
     (one element per value), so each register it gives is a pair of K-consecutive values of one row, which the MMA's
     register operand takes as it is; values of low and high nibbles made apart and interleaved afterwards cost two byte
     permutes per four values to pair (H100: fp4 layers −1.0 to +8.1%, 3 to 5% in most cells,
-    docs/benchmarks/weight-only-h100.md, session 39). int4 codes keep that interleave (:func:`biased_int4`): for them
+    docs/benchmarks/weight-only-h100.md, 2026-11-27). int4 codes keep that interleave (:func:`biased_int4`): for them
     the duplicated bytes measured slower at 4096 tokens."""
     if W_PTX:
         twice = tl.interleave(raw, raw)  # one element per value: the PTX gives each its own

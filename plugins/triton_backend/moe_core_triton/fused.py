@@ -1,4 +1,4 @@
-"""The whole layer in one launch for a few tokens: GEMM2 fused into GEMM1 along the intermediate (issue 12, decode).
+"""The whole layer in one launch for a few tokens: GEMM2 fused into GEMM1 along the intermediate (decode).
 
 The two-GEMM layer makes GEMM2 wait for all of GEMM1: on the H100, a one-token Qwen3-30B-A3B layer (bf16) took
 38.5 µs as two launches, where one kernel that only reads its 75.5 MB of weights takes 29.2 µs
@@ -19,7 +19,7 @@ are read once per block of its expert, as in the two-GEMM layer, but every progr
 sums: the fused layer pays where the layer is short and its pairs few. It runs unquantized 16-bit layers in the
 standard format, where a tuned data file names a :class:`FusedConfig` for the token count (kernel.py); the float32
 sums make the last bits of a result vary from run to run, as split-K tiles do (``TritonKernel.deterministic`` turns it
-off). Measured on the H100 against the two GEMMs in one process (docs/benchmarks/triton-h100.md, session 37): Qwen3
+off). Measured on the H100 against the two GEMMs in one process (docs/benchmarks/triton-h100.md, 2026-11-26): Qwen3
 at 1 token 38.7 → 36.4 µs, 2 tokens 70.0 → 61.1 µs; the twelve fastest of 228 candidate tiles lie within 2% of
 36.1 µs at one token, the floor of this design, where a bare read of the bytes takes 29.3 µs.
 """
@@ -86,8 +86,9 @@ def cast_sums_if_last(sums_ptr, count_ptr, out_ptr, total, H, stride_om, BLOCK: 
     """Step 3 of the module docstring: every program arrives once its atomics are issued; the last of them reads the
     ``total`` float32 sums [tokens, H], writes them into ``out`` in its dtype and zeroes them, then zeroes the counter.
     It reads them by atomic exchanges: on the H100, plain loads after the arrival missed some programs' atomics in 6 to
-    16 of 30 forwards, exchanges in none (docs/benchmarks/h100-2026-11-25-s36/fused_probe.py, calls 3 to 5; their
-    output was not kept). test_many_programs_give_the_same_sums_every_forward repeats the check on the GPU."""
+    16 of 30 forwards, exchanges in none (a probe on 2026-11-25 whose output was not kept; the probe script is in the
+    history of docs/benchmarks, see docs/benchmarks/README.md). test_many_programs_give_the_same_sums_every_forward
+    repeats the check on the GPU."""
     tl.debug_barrier()  # every thread's atomics come before the release below
     programs = tl.num_programs(0) * tl.num_programs(1)
     if tl.atomic_add(count_ptr, 1, sem="acq_rel") == programs - 1:

@@ -59,7 +59,7 @@ ptxas 12.8) that was so in 10 of the 33 GEMMs that the w4a16, nvfp4 and mxfp4 la
 Mixtral-8x7B compile at 1 to 64 tokens, and in none with MMA_IN_FLIGHT. Whether waiting costs depends on the tile: with
 it on, the 8-bit weight-only layers at 4096 tokens measured 0.3 to 4.8% faster and some fp4 decode layers 1.3 to 7.6%,
 while other decode layers lost up to 10%, bf16 prefill 1 to 5% and fp8-block prefill 28 to 35%, whose registers the
-MMAs in flight crowd (docs/benchmarks/weight-only-h100.md, session 44).
+MMAs in flight crowd (docs/benchmarks/weight-only-h100.md, 2026-11-27).
 
 ``TABLE_M``: the BLOCK_M the block table was built with, BLOCK_M itself unless GEMM2 reads GEMM1's table with a
 BLOCK_M that divides GEMM1's (:meth:`moe_core_triton.kernel.TritonKernel.shares_table`): each table block is then

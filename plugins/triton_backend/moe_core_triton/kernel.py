@@ -727,7 +727,7 @@ class TritonKernel(MoEKernel):
         instead of 821 (396 instead of 436 in GEMM2), but every group's product waits for its MMA before it is scaled;
         on the H100 the w4a16 layer measured 1.9 to 3.4% faster with it for Qwen3-30B-A3B's GEMM1 at 16 and 64 tokens
         and Mixtral-8x7B's GEMM2 at 64, and Mixtral's w4a16 and w8a16 0.4 to 8.1% slower at 1 and 16 tokens
-        (docs/benchmarks/weight-only-h100.md, session 43)."""
+        (docs/benchmarks/weight-only-h100.md, 2026-11-27)."""
         if not lc.GROUP_STEPS or self.weight_only is None:
             return 1
         group = self.weight_only.group_for(k)
@@ -769,7 +769,7 @@ class TritonKernel(MoEKernel):
         GATE_UP (:meth:`_gemm1_over_words`). int4 codes with zero points (w4a16-zp) keep bytes: their fastest GEMM1
         tile at 4096 tokens is a 256-row GATE_UP one (H100, Mixtral-8x7B: 7.0% slower on words after a search on
         them), and words sped their decode up by 0.4 to 6.5% only (w4a16: 1.3 to 9.9%, 4096 tokens 1.5 to 2.3%
-        slower; docs/benchmarks/weight-only-h100.md, session 42)."""
+        slower; docs/benchmarks/weight-only-h100.md, 2026-11-27)."""
         wo = self.weight_only
         return self._words_fit and wo.packed and wo.codes == 0 and wo.zero == 1
 

@@ -1,4 +1,4 @@
-"""Cheap repeated launches of ``@triton.jit`` kernels (host overhead, issue 12).
+"""Cheap repeated launches of ``@triton.jit`` kernels (host overhead).
 
 Triton 3.6's ``JITFunction.run`` costs about 38 µs of host time for a 30-argument launch on the H100
 machine: it binds and specialises every argument, builds its cache key from strings, and builds
@@ -154,7 +154,7 @@ def _direct_entry(kernel) -> tuple:
     Triton 3.6's ``CompiledKernel.run`` is a launcher object whose ``__call__`` allocates the global and profile
     scratch a kernel may need and calls its C ``launch``. A kernel that needs neither is launched by ``launch``
     itself, others through ``run`` (H100 machine: 18.7 -> 10.8 µs per 11-argument launch with the key included,
-    docs/benchmarks/h100-2026-11-23-host/host_micro.txt)."""
+    docs/benchmarks/raw/2026-11-23-triton-direct-launch/host_micro.txt)."""
     runner = kernel.run
     plain = getattr(runner, "global_scratch_size", 1) == 0 and getattr(runner, "profile_scratch_size", 1) == 0
     if plain and hasattr(runner, "launch"):

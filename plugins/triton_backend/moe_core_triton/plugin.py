@@ -32,7 +32,7 @@ _COMMON = dict(
     supports_expert_map=True,
     validation=Validation(
         hardware="NVIDIA H100 80GB HBM3", provider="triton 3.6.0, torch 2.11.0+cu130", date="2026-11-23",
-        log="docs/benchmarks/raw/pytest_robustness_h100.log",
+        log="docs/benchmarks/raw/2026-11-23-robustness/pytest_robustness_h100.log",
     ),
 )
 

@@ -1,4 +1,4 @@
-"""Eager forwards replayed from a record of their launches (host overhead, issue 12).
+"""Eager forwards replayed from a record of their launches (host overhead).
 
 An eager forward costs host time that a CUDA graph's replay does not: launch configs, scratch buffers, the routing's
 table, argument lists of 39 values and each launch's key, rebuilt every call. On the H100 machine that is 70-150 µs

@@ -1,4 +1,4 @@
-"""Scratch buffers that consecutive small forwards reuse instead of allocating (host overhead, issue 12).
+"""Scratch buffers that consecutive small forwards reuse instead of allocating (host overhead).
 
 A ``torch.empty`` costs 3-5 µs of host time on the H100 machine and a forward makes about eight of
 them. The kernel hands its pieces an ``empty(shape, dtype, device)`` callable: :func:`new_empty`

@@ -43,7 +43,7 @@ _TILES = [  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 8, 4), (256, 64, 8, 4),  # the fastest prefill tiles with TMA_B on the H100 (docs/benchmarks/triton-h100.md)
     (256, 128, 8, 3), (128, 128, 4, 3),  # the fastest fp8 prefill tiles of Qwen3 at 4096 tokens, 64 rows (same file)
     # K steps of 256: Mixtral's fastest decode tiles of int4, int8 and e4m3 codes, 2 to 8% faster GEMM steps than
-    # tiles of 128 (docs/benchmarks/weight-only-h100.md, session 35)
+    # tiles of 128 (docs/benchmarks/weight-only-h100.md, 2026-11-25)
     (64, 256, 4, 4), (64, 256, 4, 6), (128, 256, 8, 4),
 ]
 
@@ -58,7 +58,7 @@ def candidates(rows_per_expert: float, block_k_limit: int | None, weight_only: b
     (weight-only schemes dequantize from pointer loads). Rows stop at 128: weight-only tiles of 256 rows, which
     dequantize half as often per FLOP, measured slower on the H100 on K-ordered codes (docs/benchmarks/weight-only-h100.md).
     ``swapped_only``: SWAP_AB alone, for weight-only codes stored in fragment order (the swapped tile was the fastest
-    in every full search of them on the H100, same file, session 34), and 256 rows beyond 128 rows per expert (the
+    in every full search of them on the H100, same file, 2026-11-25), and 256 rows beyond 128 rows per expert (the
     MMA's N = 256: Mixtral's GEMM2 at 4096 tokens 1 to 26% faster than with 128, same file). ``gate_up`` (a weight-only
     GEMM1): its 256-row tiles are tried with GATE_UP too, one accumulator for gate and up rows (two of 256 rows do not
     fit the registers), so each dequantized weight serves 256 rows as GEMM2's do. Weight-only decode tiles (at most 32
@@ -190,7 +190,7 @@ def tune_case(preset: str, scheme_name: str, tokens: int, seed: int = 0, *, devi
 #: power of two at or above COLS). On the H100, a wider search for Qwen3-30B-A3B at 1 and 2 tokens (228 candidates: K and
 #: H steps of 64 to 256, 3 to 6 stages) found its fastest with K and H steps of 128, 8 warps and 3 or 4 stages; its
 #: twelve fastest, other steps among them, were within 2% (1 token) and 4% (2 tokens) of that
-#: (docs/benchmarks/h100-2026-11-26-s37/fused_sweep3.txt).
+#: (docs/benchmarks/raw/2026-11-26-fused-decode-layer/fused_sweep3.txt).
 _FUSED_COLS = (16, 24, 32, 48, 64, 96, 128)
 _FUSED_LAUNCH = ((4, 3), (4, 4), (8, 3), (8, 4))
 #: Programs per SM a one-launch candidate may have: fewer leave SMs idle, more make many waves of short programs.
@@ -311,7 +311,7 @@ def compile_ahead(cases: list[tuple[str, str, int]], refine: bool, jobs: int, fu
     processes at once (``--compile-only``, one per case), so the timed search that follows in this process finds
     them compiled. Compiling takes most of a search's time and one CPU core per candidate: on the 16-core H100
     machine, 16 cases of about 130 candidates compiled in 397 s against about 30 minutes one after another
-    (docs/benchmarks/weight-only-h100.md, session 34). Each process holds its own layer on the GPU. A case that
+    (docs/benchmarks/weight-only-h100.md, 2026-11-25). Each process holds its own layer on the GPU. A case that
     fails here is only reported: the timed search runs it again and raises."""
     started = time.monotonic()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

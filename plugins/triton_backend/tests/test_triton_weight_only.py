@@ -195,7 +195,7 @@ def test_nvfp4_scales_are_stored_as_exact_16_bit_values_and_mxfp4_scales_as_thei
     """prepare_weights stores nvfp4's e4m3 scales as values of the activations' dtype, equal to the scales they encode,
     extremes included (the smallest subnormal, 448, zero), times the fold of e2m1 words where the layer stores them
     (compiled GEMMs under bfloat16: e2m1_words, exactly); mxfp4 keeps its e8m0 bytes (stored as bfloat16 they measured 4 to 21% slower at 16 to 4096 tokens on
-    the H100, docs/benchmarks/weight-only-h100.md, session 39)."""
+    the H100, docs/benchmarks/weight-only-h100.md, 2026-11-27)."""
     for name in ("nvfp4-w4a16", "mxfp4"):
         cfg = MoEConfig(4, 2, 128, 64, dtype=dtype)
         weights = random_layer(cfg, quant.scheme(name), device="cpu", seed=5)
