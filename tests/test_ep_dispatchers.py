@@ -168,3 +168,14 @@ def test_eager_forwards_replay_the_pack_step_from_the_second_forward_of_a_token_
         assert torch.equal(gb.send, pb.send) and torch.equal(gb.slot[:t], pb.slot[:t])
     # 5: seen, captured and replayed, replayed; 6: seen, then captured and replayed; 7: beyond the limit, plain ops.
     assert {t: g.replays if g is not None else None for t, g in gb.pack_graphs.items()} == {5: 2, 6: 1}
+
+
+def test_buffer_sets_are_bounded_and_the_oldest_goes_first():
+    from moe_core.dispatch import token_rows
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d = PackedAllToAllDispatcher(cfg, _Group(0, 2, None))
+    made = [d.buffers(torch.device("cpu"), rows) for rows in (1, 2, 4, 8, 16)]
+    assert len(d._buffers) == token_rows.MAX_BUFFER_SETS == 4
+    assert d.buffers(torch.device("cpu"), 16) is made[-1] and (torch.device("cpu"), 1) not in d._buffers
+    assert made[2].send.shape == (2 * 4 + 1, d.layout.width)  # N * R rows and the trash row

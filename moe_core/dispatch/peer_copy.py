@@ -56,6 +56,8 @@ class PeerCopyDispatcher(TokenRowsDispatcher):
             raise TransportUnavailableError(
                 f"peer_copy could not set up symmetric memory ({type(exc).__name__}: {exc}); "
                 "use dispatch_backend='packed_all_to_all'") from exc
+        live = {b.data_ptr() for bufs in self._buffers.values() for b in (bufs.recv, bufs.back)}
+        self._peers = {ptr: peers for ptr, peers in self._peers.items() if ptr in live}  # dropped buffer sets go
         self._peers[buffer.data_ptr()] = (handle, views)
         return buffer
 

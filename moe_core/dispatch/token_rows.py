@@ -42,6 +42,9 @@ logger = logging.getLogger("moe_core")
 ROW_ALIGN = 16
 #: Token counts whose pack step is kept as a CUDA graph, per buffers; others run as plain ops.
 MAX_PACK_GRAPHS = 16
+#: Buffer sets kept per dispatcher (one per row count; the oldest is dropped first). With a fixed
+#: ``max_tokens_per_rank`` there is only one; without it, row counts are powers of two.
+MAX_BUFFER_SETS = 4
 
 
 @dataclass(frozen=True)
@@ -121,8 +124,16 @@ class TokenRowsDispatcher(Dispatcher):
         key = (device, rows)
         found = self._buffers.get(key)
         if found is None:
+            if len(self._buffers) >= MAX_BUFFER_SETS:  # every rank drops the same set at the same forward
+                del self._buffers[next(iter(self._buffers))]
             found = self._buffers[key] = self._make_buffers(device, rows)
         return found
+
+    def rows_per_rank(self, num_tokens: int, device: torch.device) -> int:
+        """Rows per destination for this forward: ``max_tokens_per_rank``, else the group's largest token count
+        rounded up to a power of two (so that few buffer sets serve every count)."""
+        rows = self.tokens_per_rank(num_tokens, device)
+        return rows if self.group.max_tokens_per_rank is not None else 1 << (rows - 1).bit_length()
 
     def _make_buffers(self, device: torch.device, rows: int) -> RowBuffers:
         ep, n_local, k = self.config.parallel.ep_size, self.local_experts, self.config.top_k
@@ -140,7 +151,7 @@ class TokenRowsDispatcher(Dispatcher):
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
         t = hidden_states.shape[0]
         device = hidden_states.device
-        bufs = self.buffers(device, self.tokens_per_rank(t, device))
+        bufs = self.buffers(device, self.rows_per_rank(t, device))
         layout, stage = self.layout, bufs.stage[:t]
         layout.hidden(stage, hidden_states.dtype).copy_(hidden_states)
         layout.ids(stage).copy_(routing.topk_ids)
