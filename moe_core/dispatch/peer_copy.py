@@ -56,10 +56,13 @@ class PeerCopyDispatcher(TokenRowsDispatcher):
             raise TransportUnavailableError(
                 f"peer_copy could not set up symmetric memory ({type(exc).__name__}: {exc}); "
                 "use dispatch_backend='packed_all_to_all'") from exc
-        live = {b.data_ptr() for bufs in self._buffers.values() for b in (bufs.recv, bufs.back)}
-        self._peers = {ptr: peers for ptr, peers in self._peers.items() if ptr in live}  # dropped buffer sets go
         self._peers[buffer.data_ptr()] = (handle, views)
         return buffer
+
+    def _make_buffers(self, device, rows):
+        live = {b.data_ptr() for bufs in self._buffers.values() for b in (bufs.recv, bufs.back)}
+        self._peers = {ptr: peers for ptr, peers in self._peers.items() if ptr in live}  # the peers of dropped sets go
+        return super()._make_buffers(device, rows)
 
     def send_rows(self, send: torch.Tensor, recv: torch.Tensor) -> None:
         handle, views = self._peers[recv.data_ptr()]
