@@ -179,3 +179,35 @@ def test_buffer_sets_are_bounded_and_the_oldest_goes_first():
     assert len(d._buffers) == token_rows.MAX_BUFFER_SETS == 4
     assert d.buffers(torch.device("cpu"), 16) is made[-1] and (torch.device("cpu"), 1) not in d._buffers
     assert made[2].send.shape == (2 * 4 + 1, d.layout.width)  # N * R rows and the trash row
+
+
+def test_peer_copy_delivers_block_d_of_each_sender_to_rank_d_as_all_to_all_does():
+    """The copy loop of peer_copy over stand-in symmetric buffers (CPU tensors every "rank" can see, a thread barrier):
+    block ``p`` of rank ``r``'s receive buffer is block ``r`` of rank ``p``'s send buffer."""
+    import threading
+
+    from moe_core.dispatch.peer_copy import PeerCopyDispatcher
+
+    ep, rows, width = 4, 3, 5
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=ep))
+    barrier = threading.Barrier(ep)
+
+    class Handle:
+        def barrier(self):
+            barrier.wait(timeout=30)
+
+    recv = [torch.zeros(ep * rows, width) for _ in range(ep)]
+    send = [torch.arange(ep * rows * width, dtype=torch.float32).view(ep * rows, width) + 1000 * r for r in range(ep)]
+    dispatchers = []
+    for r in range(ep):
+        d = PeerCopyDispatcher(cfg, _Group(r, ep, rows))
+        d._peers[recv[r].data_ptr()] = (Handle(), recv)
+        dispatchers.append(d)
+    threads = [threading.Thread(target=dispatchers[r].send_rows, args=(send[r], recv[r])) for r in range(ep)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for r in range(ep):
+        for p in range(ep):
+            assert torch.equal(recv[r][p * rows:(p + 1) * rows], send[p][r * rows:(r + 1) * rows]), (r, p)
