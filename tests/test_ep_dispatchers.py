@@ -211,3 +211,23 @@ def test_peer_copy_delivers_block_d_of_each_sender_to_rank_d_as_all_to_all_does(
     for r in range(ep):
         for p in range(ep):
             assert torch.equal(recv[r][p * rows:(p + 1) * rows], send[p][r * rows:(r + 1) * rows]), (r, p)
+
+
+class _Loopback(PackedAllToAllDispatcher):
+    """Rank 0 of two whose peer sends exactly what it sends (no process group)."""
+
+    def send_rows(self, send, recv):
+        recv.copy_(send)
+
+
+def test_wide_ids_outside_int32_are_counted_as_invalid_not_wrapped_into_range():
+    from moe_core.routing_guard import InvalidRoutingError
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d = _Loopback(cfg, _Group(0, 2, 4))
+    ids = torch.tensor([[2**32 + 1, 3], [1, 2]], dtype=torch.int64)  # 2**32 + 1 would wrap to expert 1 as int32
+    sent = d.dispatch(torch.ones(2, 16), Routing(ids, torch.full((2, 2), 0.5)))
+    with pytest.raises(InvalidRoutingError, match="1 value"):
+        d.routing_errors.check()
+    first = sent.routing.topk_ids[0].tolist(), sent.routing.topk_weights[0].tolist()
+    assert first == ([0, 3], [0.0, 0.5])  # the bad pair travels to expert 0 with weight 0

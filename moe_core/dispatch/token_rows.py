@@ -37,6 +37,7 @@ from moe_core.dispatch.base import Dispatched, Dispatcher
 from moe_core.routing import Routing
 
 logger = logging.getLogger("moe_core")
+_INT32 = torch.iinfo(torch.int32)
 
 #: Row widths are multiples of this many bytes, so every row (and the hidden states' view) stays aligned.
 ROW_ALIGN = 16
@@ -154,7 +155,9 @@ class TokenRowsDispatcher(Dispatcher):
         bufs = self.buffers(device, self.rows_per_rank(t, device))
         layout, stage = self.layout, bufs.stage[:t]
         layout.hidden(stage, hidden_states.dtype).copy_(hidden_states)
-        layout.ids(stage).copy_(routing.topk_ids)
+        ids = routing.topk_ids
+        # Rows hold int32 ids: wider ids are clamped first, so that no invalid id becomes a valid one.
+        layout.ids(stage).copy_(ids if ids.dtype == torch.int32 else ids.clamp(_INT32.min, _INT32.max))
         layout.weights(stage).copy_(routing.topk_weights)
         self._pack_staged(bufs, t)
         self.send_rows(bufs.send[:-1], bufs.recv)
@@ -202,7 +205,7 @@ class TokenRowsDispatcher(Dispatcher):
         try:
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 self.pack(bufs, t)
-        except RuntimeError as exc:
+        except Exception as exc:  # noqa: BLE001 - any capture failure: plain ops from now on
             logger.warning("%s: capturing the pack step failed, eager forwards run it as plain ops: %s", type(self).__name__, exc)
             self.graph_pack = False
             bufs.pack_graphs.clear()
