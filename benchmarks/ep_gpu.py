@@ -213,15 +213,18 @@ def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str]
 
 def bench(rank: int, world: int, shapes: list[str], tokens: list[int], dispatchers: list[str], iters: int, device: str,
           clock: Clock, single_gpu: bool) -> dict:
-    """Per (shape, tokens per rank): each dispatcher's layer and dispatch + combine, eager and graph; the raw
-    all_to_all_single of every token to every rank; on rank 0 the single-GPU layer (EP = 1, and the whole work)."""
+    """Per (tokens per rank, shape), in the order given: each dispatcher's layer and dispatch + combine, eager and
+    graph; the raw all_to_all_single of every token to every rank; on rank 0 the single-GPU layer (EP = 1, and the
+    whole work). The budget is checked before each (tokens, shape)."""
     cuda = device.startswith("cuda")
     results = {}
+    layers = {}  # every shape's weights, made once: token counts are the outer loop, in the order given
     for shape in shapes:
         full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
         sch = scheme(TIMED_SCHEME[shape])
-        weights = random_layer(full, sch, device=device, seed=0)
-        for t in tokens:
+        layers[shape] = (full, sch, random_layer(full, sch, device=device, seed=0))
+    for t in tokens:
+        for shape, (full, sch, weights) in layers.items():
             if clock.expired():
                 results[f"{shape}/{t}"] = {"skipped": "time budget spent"}
                 continue
@@ -241,9 +244,8 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], dispatche
                 _guarded(results, f"{shape}/{t}/single_gpu", lambda: _single_gpu(full, weights, sch, t, device, iters, cuda))
                 _guarded(results, f"{shape}/{t}/single_gpu_whole_work", lambda: _single_gpu(full, weights, sch, world * t, device, iters, cuda))
             dist.barrier()
-        del weights
-        if cuda:
-            torch.cuda.empty_cache()
+            if cuda:
+                torch.cuda.empty_cache()
     return results
 
 
