@@ -41,6 +41,8 @@ def load(path: str) -> dict:
             for key, row in r.get("bench", {}).items():
                 parts = key.split("/")
                 if len(parts) != 3:
+                    if "skipped" in row and r.get("rank") == 0:
+                        failures.append(f"{group} {key} not timed: {row['skipped']}")
                     continue
                 slot = bench.setdefault((parts[0], int(parts[1])), {})
                 if parts[2] == "raw_all_to_all" and parts[2] in slot and len(slot[parts[2]]) >= len(per_rank):
