@@ -20,7 +20,9 @@
    the slowest rank) for ``moe_core.select_pair``.
 
 Every case is isolated: an error is recorded with the case and the run goes on; ``--budget-s`` stops
-timing (all ranks together) before the budget is spent, so a record is always written. ``peer_copy``
+timing (all ranks together) before the budget is spent, so a record is always written. Each finished
+case is also printed at once as a ``ROW {json}`` line, which ``benchmarks/ep_summary.py`` reads from the
+log of a run that was stopped before writing its JSON. ``peer_copy``
 (symmetric memory) runs in a group of its own after the others, so that a failure there cannot cost
 the rest of the record.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import time
@@ -168,14 +171,23 @@ class Clock:
         return bool(late.item())
 
 
-def _guarded(out: dict, key: str, fn) -> None:
-    """``out[key] = fn()``, or the error (with the last lines of its traceback) if it raised."""
+def _guarded(out: dict, section: str, key: str, fn) -> None:
+    """``out[key] = fn()``, or the error (with the last lines of its traceback) if it raised; then the row is printed
+    as a ``ROW {json}`` line at once, so that the log holds every finished case even if the run is cut short."""
     try:
         out[key] = fn()
     except Exception as exc:  # noqa: BLE001 - one case's failure is recorded, the run goes on
         out[key] = {"error": f"{type(exc).__name__}: {exc}", "where": traceback.format_exc(limit=3)[-600:]}
         if torch.cuda.is_available():
             torch.cuda.synchronize()
+    _emit(section, key, out[key])
+
+
+def _emit(section: str, key: str, row: dict) -> None:
+    """One ``ROW {json}`` line in one write: the ranks share the log, and a line must not interleave with another's."""
+    line = {"world": dist.get_world_size(), "rank": dist.get_rank(), "section": section, "key": key, "row": row}
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("ROW " + json.dumps(line, default=str) + "\n").encode())
 
 
 def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str], device: str) -> dict:
@@ -206,7 +218,7 @@ def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str]
                 result = {"error_vs_eager": relative_error(captured, eager), "eager_repeat_error": repeat, "pair": f"{d} + {layer.backend}"}
                 del graph
                 return result
-            _guarded(out, f"{shape}/{d}", one)
+            _guarded(out, "graphs", f"{shape}/{d}", one)
         del weights
     return out
 
@@ -227,11 +239,12 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], dispatche
         for shape, (full, sch, weights) in layers.items():
             if clock.expired():
                 results[f"{shape}/{t}"] = {"skipped": "time budget spent"}
+                _emit("bench", f"{shape}/{t}", results[f"{shape}/{t}"])
                 continue
             x, routing = _inputs(full, t, device, rank + 1)
             raw = torch.randn(world * t, full.hidden_size, device=device).to(full.dtype)
             raw_out = torch.empty_like(raw)
-            _guarded(results, f"{shape}/{t}/raw_all_to_all",
+            _guarded(results, "bench", f"{shape}/{t}/raw_all_to_all",
                      lambda: eager_and_graph(lambda: dist.all_to_all_single(raw_out, raw), iters, cuda)
                      | {"bytes_off_rank": raw.numel() * raw.element_size() * (world - 1) / world})
             del raw, raw_out
@@ -239,10 +252,10 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], dispatche
                 if d == "batched_all_to_all" and t > 256:
                     continue  # fixed E x C buffers: the decode path (see bench_capacity); GBs at prefill sizes
                 cap = bench_capacity(t, full.top_k, full.num_experts) if d == "batched_all_to_all" else None
-                _guarded(results, f"{shape}/{t}/{d}", lambda: _bench_dispatcher(full, weights, sch, rank, world, d, t, cap, x, routing, iters, cuda))
+                _guarded(results, "bench", f"{shape}/{t}/{d}", lambda: _bench_dispatcher(full, weights, sch, rank, world, d, t, cap, x, routing, iters, cuda))
             if single_gpu and rank == 0:
-                _guarded(results, f"{shape}/{t}/single_gpu", lambda: _single_gpu(full, weights, sch, t, device, iters, cuda))
-                _guarded(results, f"{shape}/{t}/single_gpu_whole_work", lambda: _single_gpu(full, weights, sch, world * t, device, iters, cuda))
+                _guarded(results, "bench", f"{shape}/{t}/single_gpu", lambda: _single_gpu(full, weights, sch, t, device, iters, cuda))
+                _guarded(results, "bench", f"{shape}/{t}/single_gpu_whole_work", lambda: _single_gpu(full, weights, sch, world * t, device, iters, cuda))
             dist.barrier()
             if cuda:
                 torch.cuda.empty_cache()
@@ -318,15 +331,9 @@ def dispatch_ranking(per_rank: list[dict], world: int, device: str) -> DispatchR
     return ranking_from_times(device, measured)
 
 
-def _print_rows(per_rank: list[dict]) -> bool:
-    ok = True
-    for r in per_rank:
-        for name, row in r.get("graphs", {}).items():
-            print(f"graph rank {r['rank']} {name}: {row}", flush=True)
-            ok &= graph_ok(row)
-        for name, row in r.get("bench", {}).items():
-            print(f"bench rank {r['rank']} {name}: {json.dumps(row, default=str)}", flush=True)
-    return ok
+def _rows_ok(per_rank: list[dict]) -> bool:
+    """Whether every graph check of every rank passed (the rows themselves were printed by the ranks)."""
+    return all(graph_ok(row) for r in per_rank for row in r.get("graphs", {}).values())
 
 
 def main() -> int:
@@ -390,7 +397,7 @@ def main() -> int:
                 ok = False
                 continue
             report["ranks"]["+".join(group)] = per_rank
-            ok &= _print_rows(per_rank)
+            ok &= _rows_ok(per_rank)
             if args.write_dispatch_ranking:
                 _merge_ranking(args.write_dispatch_ranking, dispatch_ranking(per_rank, args.world, per_rank[0]["device"]))
             save()

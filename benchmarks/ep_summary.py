@@ -22,34 +22,63 @@ def graph_ok(row: dict) -> bool:
 
 
 def load(path: str) -> dict:
-    """A record's equality rows and its bench rows merged over process groups: {(shape, t): {name: [per-rank rows]}}."""
+    """One record: equality and failures from the JSON at ``path``; graph and bench rows from the ``ROW`` lines of the
+    log beside it (``.log`` for ``.json``: every finished case, even of a run cut short), else from the JSON.
+    Bench rows are gathered as {(shape, tokens): {name: [one row per rank]}}."""
     try:
         with open(path) as f:
             doc = json.load(f)
     except (OSError, json.JSONDecodeError) as exc:
-        return {"world": None, "error": f"{path}: {exc}", "bench": {}, "equality": {}, "graphs": {}, "failures": []}
+        doc, missing = {}, f"{path}: {exc}"
+    else:
+        missing = ""
+    lines = log_rows(path[: -len(".json")] + ".log" if path.endswith(".json") else path + ".log")
+    if missing and not lines:
+        return {"world": None, "error": missing, "bench": {}, "equality": {}, "graphs": {}, "failures": []}
+    failures = [f"{name}: {row['error']}" for name, row in doc.get("equality", {}).items() if isinstance(row, dict)]
+    failures += [f"timing {group}: {rows.get('error')}" for group, rows in doc.get("ranks", {}).items() if isinstance(rows, dict)]
+    if not lines:  # rows from the JSON's groups
+        lines = [{"rank": r.get("rank"), "section": section, "key": key, "row": row}
+                 for rows in doc.get("ranks", {}).values() if isinstance(rows, list)
+                 for r in rows for section in ("graphs", "bench") for key, row in r.get(section, {}).items()]
     bench: dict = {}
     graphs: dict = {}
-    failures = [f"{name}: {row['error']}" for name, row in doc.get("equality", {}).items() if isinstance(row, dict)]
-    for group, per_rank in doc.get("ranks", {}).items():
-        if isinstance(per_rank, dict):
-            failures.append(f"timing {group}: {per_rank.get('error')}")
+    for line in lines:
+        key, row = line["key"], line["row"]
+        if line["section"] == "graphs":
+            graphs.setdefault(key, {})[line["rank"]] = row
             continue
-        for r in per_rank:
-            for name, row in r.get("graphs", {}).items():
-                graphs.setdefault(name, []).append(row)
-            for key, row in r.get("bench", {}).items():
-                parts = key.split("/")
-                if len(parts) != 3:
-                    if "skipped" in row and r.get("rank") == 0:
-                        failures.append(f"{group} {key} not timed: {row['skipped']}")
-                    continue
-                slot = bench.setdefault((parts[0], int(parts[1])), {})
-                if parts[2] == "raw_all_to_all" and parts[2] in slot and len(slot[parts[2]]) >= len(per_rank):
-                    continue  # measured again by a later group: keep the first group's
-                slot.setdefault(parts[2], []).append(row)
+        parts = key.split("/")
+        if len(parts) != 3:
+            if "skipped" in row and line["rank"] == 0:
+                failures.append(f"{key} not timed: {row['skipped']}")
+            continue
+        per_rank = bench.setdefault((parts[0], int(parts[1])), {}).setdefault(parts[2], {})
+        per_rank.setdefault(line["rank"], row)  # raw_all_to_all is measured again by a later group: the first counts
     equality = {name: rows for name, rows in doc.get("equality", {}).items() if isinstance(rows, list)}
-    return {"world": doc.get("world"), "bench": bench, "equality": equality, "graphs": graphs, "failures": failures}
+    world = doc.get("world", lines[0].get("world") if lines else None)
+    if missing:
+        failures.append(f"record {missing}; rows taken from the log")
+    return {"world": world, "equality": equality, "failures": failures,
+            "graphs": {k: list(v.values()) for k, v in graphs.items()},
+            "bench": {slot: {name: list(v.values()) for name, v in names.items()} for slot, names in bench.items()}}
+
+
+def log_rows(path: str) -> list[dict]:
+    """The ``ROW {json}`` lines the ranks of benchmarks/ep_gpu.py print, in order; none when there is no log."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("ROW "):
+            try:
+                rows.append(json.loads(line[4:]))
+            except json.JSONDecodeError:
+                continue  # a line cut short when the run was stopped
+    return rows
 
 
 def worst(rows: list, *path: str) -> float | None:

@@ -52,3 +52,16 @@ def test_targets_use_the_slowest_rank_and_the_best_dispatcher(tmp_path, summary)
     # dispatch+combine: naive 250 µs against 1.5 x 2 x 120 (slowest raw) + 40 = 400 µs
     assert "world 2 qwen3-30b-a3b 4096: eager dispatch+combine ≤ 1.5 x 2 raw + 40 µs: MET naive 250 µs vs 400 µs" in text
     assert "world 4 deepseek-v3 4096 eager EP=4 layer / 1 GPU whole work: NOT MEASURED" in text
+
+
+def test_a_run_cut_short_is_summarized_from_the_rows_its_log_holds(tmp_path, summary):
+    """No JSON (the run was stopped before writing it): the ROW lines of the log beside it still give the figures."""
+    rows = [{"world": 4, "rank": r, "section": "bench", "key": "deepseek-v3/4096/packed_all_to_all",
+             "row": {"layer": {"eager": 5000.0 + r, "graph": 4000.0}}} for r in range(4)]
+    rows.append({"world": 4, "rank": 0, "section": "bench", "key": "deepseek-v3/4096/single_gpu_whole_work",
+                 "row": {"eager": 20000.0, "graph": 19000.0}})
+    log = "\n".join(["some output"] + [f"ROW {json.dumps(r)}" for r in rows] + ['ROW {"world": 4, "rank": 1, "sec'])
+    (tmp_path / "ep_world4.log").write_text(log)
+    text = "\n".join(summary.summarize(summary.merge([summary.load(str(tmp_path / "ep_world4.json"))])))
+    assert "rows taken from the log" in text
+    assert "world 4 deepseek-v3 4096 eager EP=4 layer / 1 GPU whole work: MET 0.25x (≤ 0.35x): packed_all_to_all 5003 vs 20000 µs" in text
