@@ -9,7 +9,7 @@
 # ep_world2.{json,log} (timing), ep_world2_equality.{json,log}, ep_world4.{json,log} and
 # dispatch_ranking.json (for MOE_CORE_DISPATCH_RANKING_FILE).
 # World 2's equality runs on GPUs 2-3 while its timing runs on GPUs 0-1 (separate NVLink pairs; the
-# equality run's compiles share the host's 64 cores). Each step has its own time limit, timing starts no
+# equality run's compiles share the host's 64 cores). On a 2-GPU machine world 2 runs alone (about 7 minutes). Each step has its own time limit, timing starts no
 # new case 50 s before it, and every step runs whatever happened before: a record is always written.
 #   EP_ITERS (10) samples per timing; EP_WORLD2_S (190), EP_WORLD4_S (280) limits of the two steps.
 #   EP_ARGS: more ep_gpu.py arguments, last (they win). The script's logic on CPUs, gloo, tiny shapes:
@@ -45,13 +45,17 @@ echo "set-up done after $(( $(date +%s) - begin )) s; $gpus GPUs"
 ep() {  # ep NAME WORLD LIMIT_S GPUS ARGS...: one limited run of ep_gpu.py on the given GPUs
   local name=$1 world=$2 limit=$3 devices=$4
   shift 4
-  if [ "$gpus" -lt 4 ]; then echo "$name: needs 4 GPUs, $gpus here: skipped" > "$out/$name.log"; return; fi
+  if [ "$gpus" -lt "$world" ]; then echo "$name: needs $world GPUs, $gpus here: skipped" > "$out/$name.log"; return; fi
   CUDA_VISIBLE_DEVICES=$devices timeout -k 15 "$limit" python3 benchmarks/ep_gpu.py --world "$world" \
     --json "$out/$name.json" "$@" "${extra[@]}" > "$out/$name.log" 2>&1
   echo "$name: exit $? after $(( $(date +%s) - begin )) s"
 }
 timing=(--phases graphs,bench --tokens 4096,256,16 --iters "$iters" --write-dispatch-ranking "$out/dispatch_ranking.json")
-ep ep_world2_equality 2 "$world2_s" 2,3 --phases equality --shapes qwen3-30b-a3b,mixtral-8x7b &
+if [ "$gpus" -ge 4 ]; then  # world 2's equality on GPUs 2-3 beside its timing on GPUs 0-1
+  ep ep_world2_equality 2 "$world2_s" 2,3 --phases equality --shapes qwen3-30b-a3b,mixtral-8x7b &
+else  # two or three GPUs: one after the other, world 4 skipped
+  ep ep_world2_equality 2 "$world2_s" 0,1 --phases equality --shapes qwen3-30b-a3b,mixtral-8x7b
+fi
 ep ep_world2 2 "$world2_s" 0,1 "${timing[@]}" --budget-s $(( world2_s - 50 )) --shapes qwen3-30b-a3b,mixtral-8x7b
 wait
 ep ep_world4 4 "$world4_s" 0,1,2,3 "${timing[@]}" --phases equality,graphs,bench --budget-s $(( world4_s - 50 )) \
