@@ -1,20 +1,30 @@
-"""Expert parallelism on real GPUs: equality with the single-GPU layer, CUDA-graph capture, and timing.
+"""Expert parallelism on real GPUs: equality with the single-GPU layer, CUDA-graph capture, timing and scaling.
 
     python benchmarks/ep_gpu.py --world 2 --json ep.json          # on a 2-GPU machine (NCCL)
     python benchmarks/ep_gpu.py --world 2 --device cpu --small    # the same logic on CPUs (gloo)
     python benchmarks/ep_gpu.py --world 2 --one-gpu --phases equality   # every rank on cuda:0, gloo transport:
                                                        # the GPU data path and kernels without a second GPU
+    bash benchmarks/ep_suite.sh                        # world 2 and 4 on a 4-GPU machine, one record
 
-1. Equality: every built-in dispatcher with the auto-selected experts backend (Triton on NVIDIA GPUs),
-   Qwen3-30B-A3B and Mixtral-8x7B shapes, bf16 and fp8-block, against the single-device reference on
-   the same weights (moe_core.testing.expert_parallel).
-2. CUDA graphs: the graph-safe pairs (naive, batched_all_to_all) captured with a fixed
-   max_tokens_per_rank and replayed; the replay must equal the eager call.
-3. Timing per rank at 16, 256 and 4096 tokens per rank: dispatch, experts, combine and total of the
-   eager call (CUDA events, median of iterations, ranks aligned by a barrier) and its host time, the
-   CUDA-graph replay of the graph-safe pairs, the bytes and bandwidth of the all_to_all dispatch, the raw
-   all_to_all_single of tokens x top_k rows and of tokens rows, and the single-GPU layer on the whole
-   work (ep x tokens), eager and in a graph. ``batched_all_to_all`` runs with ``bench_capacity``.
+1. Equality: every dispatcher the transport can run with the auto-selected experts backend (Triton on
+   NVIDIA GPUs), each shape in bf16 and fp8-block (the DeepSeek-V3 shape in fp8-block only), uneven and
+   skewed routing, against the single-device reference on the same weights (moe_core.testing.expert_parallel).
+2. CUDA graphs: every graph-safe dispatcher captured with a fixed max_tokens_per_rank and replayed; the
+   replay must equal the eager call.
+3. Timing per rank at each token count per rank, one method for everything: ranks aligned by a barrier
+   before every sample, CUDA events around the call, median of ``--iters``; eager calls and CUDA-graph
+   replays. Per dispatcher: the whole layer, and dispatch + combine alone (the experts' output fixed).
+   Beside them: the raw ``all_to_all_single`` of every token to every rank ([ep * T, H], the bytes a
+   token-row dispatch sends) and, on rank 0, the single-GPU layer on this rank's tokens (EP = 1) and on the
+   whole work (ep * T tokens). ``--write-dispatch-ranking`` writes the measured order (eager layer time of
+   the slowest rank) for ``moe_core.select_pair``.
+
+Every case is isolated: an error is recorded with the case and the run goes on; ``--budget-s`` stops
+timing (all ranks together) before the budget is spent, so a record is always written. Each finished
+case is also printed at once as a ``ROW {json}`` line, which ``benchmarks/ep_summary.py`` reads from the
+log of a run that was stopped before writing its JSON. ``peer_copy``
+(symmetric memory) runs in a group of its own after the others, so that a failure there cannot cost
+the rest of the record.
 """
 
 from __future__ import annotations
@@ -22,33 +32,52 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
 
 from moe_core import ExpertParallelGroup, MoEConfig, MoELayer, ParallelConfig, Registry, Routing
 from moe_core.dispatch.builtin import SPECS
+from moe_core.dispatch.ranking import DispatchRanking, ranking_from_times
 from moe_core.numerics import relative_error
+from moe_core.platform import DeviceKind
 from moe_core.presets import model, random_layer
 from moe_core.quant import scheme
 from moe_core.testing.distributed import spawn_group
 from moe_core.testing.expert_parallel import EPCase, run_cases
 
-DISPATCHERS = [s.name for s in SPECS]
-GRAPH_SAFE = [s.name for s in SPECS if s.cuda_graph_safe]
+from ep_summary import graph_ok  # benchmarks/ (this script's folder) is on sys.path
+
+#: The scheme each shape is timed in (the DeepSeek-V3 layer only exists as fp8-block here).
+TIMED_SCHEME = {"qwen3-30b-a3b": "unquantized", "mixtral-8x7b": "unquantized", "deepseek-v3": "fp8-block", "tiny": "unquantized"}
+#: Dispatchers whose transport needs a GPU per rank and NCCL-style peers (run in a group of their own).
+ISOLATED = ("peer_copy",)
 
 
-def equality_cases(small: bool) -> list[EPCase]:
-    shapes = {"tiny": (8, 2, 128, 128)} if small else {
-        name: (m.num_experts, m.top_k, m.hidden_size, m.intermediate_size) for name, m in
-        (("qwen3-30b-a3b", model("qwen3-30b-a3b")), ("mixtral-8x7b", model("mixtral-8x7b")))}
+def dispatchers_for(backend: str) -> list[str]:
+    """Built-in dispatchers this transport can run: everything on NCCL; the CPU-capable ones over gloo."""
+    return [s.name for s in SPECS if backend == "nccl" or DeviceKind.CPU in s.devices]
+
+
+def _dims(shape: str) -> tuple[int, int, int, int]:
+    if shape == "tiny":
+        return 8, 2, 128, 128
+    m = model(shape)
+    return m.num_experts, m.top_k, m.hidden_size, m.intermediate_size
+
+
+def equality_cases(shapes: list[str], dispatchers: list[str]) -> list[EPCase]:
     out = []
-    for label, (e, k, h, i) in shapes.items():
-        for sch in ("unquantized", "fp8-block"):
-            for d in DISPATCHERS:
+    for label in shapes:
+        e, k, h, i = _dims(label)
+        schemes = ("fp8-block",) if label == "deepseek-v3" else ("unquantized", "fp8-block")
+        for sch in schemes:
+            for d in dispatchers:
                 out.append(EPCase(f"{label}/{sch}/{d}", d, tokens=(48, 33), experts=e, top_k=k, hidden=h, intermediate=i,
                                   scheme=sch, dtype=torch.bfloat16))
                 out.append(EPCase(f"{label}/{sch}/{d}/skewed", d, tokens=(40, 0), experts=e, top_k=k, hidden=h, intermediate=i,
@@ -63,19 +92,7 @@ def bench_capacity(tokens: int, top_k: int, experts: int) -> int:
     return min(tokens, max(16, 2 * -(-tokens * top_k // experts)))
 
 
-def _layer(rank: int, world: int, shape: str, sch_name: str, dispatcher: str, tokens: int, device: str, small: bool,
-           capacity: int | None = None):
-    m = (8, 2, 128, 128) if small else (lambda p: (p.num_experts, p.top_k, p.hidden_size, p.intermediate_size))(model(shape))
-    sch = scheme(sch_name)
-    full = MoEConfig(*m, dtype=torch.bfloat16)
-    weights = random_layer(full, sch, device=device, seed=0)
-    cfg = dataclasses.replace(full, parallel=ParallelConfig(ep_size=world, dispatch_backend=dispatcher))
-    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity)
-    layer = MoELayer(cfg, weights.shard(rank, world), sch.weight_key, sch.activation_key, registry=Registry(), ep_group=group)
-    gen = torch.Generator().manual_seed(rank + 1)
-    x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
-    routing = Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
-    return layer, x, routing, full, weights, sch
+# ---------------------------------------------------------------------------------------------- timing method
 
 
 def _capture(fn):
@@ -91,212 +108,327 @@ def _capture(fn):
     return graph, out
 
 
-def graph_check(rank: int, world: int, shapes: list[str], device: str, small: bool) -> dict:
-    """Capture each graph-safe pair, replay it, and compare with the eager call."""
-    out = {}
-    for shape in shapes:
-        for d in GRAPH_SAFE:
-            layer, x, routing, *_ = _layer(rank, world, shape, "unquantized", d, 64, device, small)
-            eager = layer(x, routing)
-            if not device.startswith("cuda"):
-                out[f"{shape}/{d}"] = {"skipped": "no CUDA"}
-                continue
-            graph, captured = _capture(lambda: layer(x, routing))
-            graph.replay()
-            torch.cuda.synchronize()
-            layer.check()
-            out[f"{shape}/{d}"] = {"error_vs_eager": relative_error(captured, eager), "pair": f"{d} + {layer.backend}"}
-    return out
-
-
-def _replay_us(graph, iters: int, barrier: bool) -> float:
-    """Median device time of one replay (CUDA events), ranks aligned by a barrier before each when asked."""
+def time_us(fn, iters: int, cuda: bool, aligned: bool = True) -> float:
+    """Median time of ``fn()`` in µs: a barrier first when ``aligned`` (every rank must call it then), CUDA events
+    around the call on a GPU (device time, host gaps included), the host clock elsewhere; two warm-up calls."""
     times = []
     for it in range(iters + 2):
-        if barrier:
+        if aligned:
             dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
+        elif cuda:
+            torch.cuda.synchronize()
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            sample = start.elapsed_time(end) * 1e3
+        else:
+            host = time.perf_counter()
+            fn()
+            sample = (time.perf_counter() - host) * 1e6
         if it >= 2:
-            times.append(start.elapsed_time(end) * 1e3)
+            times.append(sample)
     return statistics.median(times)
 
 
-def _off_rank_bytes(layer, sent, x) -> float:
-    """Token bytes the all_to_all dispatcher sent to other ranks (it sends each token once per rank)."""
-    send = sent.state[2]  # AllToAllDispatcher's state: (tokens, placement, send counts, receive counts)
-    return (sum(send) - send[layer.dispatcher.rank]) * x.shape[1] * x.element_size()
-
-
-def bench(rank: int, world: int, shapes: list[str], tokens: list[int], iters: int, device: str, small: bool) -> dict:
-    """Per-phase eager times of each dispatcher, graph-replay time of the graph-safe ones, raw all_to_all
-    bandwidth and the single-GPU time of the whole work."""
-    cuda = device.startswith("cuda")
-    results = {}
-    for shape in shapes:
-        preset = None if small else model(shape)
-        for t in tokens:
-            for d in DISPATCHERS:
-                cap = bench_capacity(t, preset.top_k, preset.num_experts) if d == "batched_all_to_all" and preset else None
-                layer, x, routing, full, weights, sch = _layer(rank, world, shape, "unquantized", d, t, device, small, cap)
-                phases = {"dispatch": [], "experts": [], "combine": [], "total": [], "host": []}
-                for it in range(iters + 2):
-                    dist.barrier()
-                    host = time.perf_counter()
-                    marks = [_mark(cuda)]
-                    sent = layer.dispatcher.dispatch(x, routing)
-                    marks.append(_mark(cuda))
-                    y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t)
-                    marks.append(_mark(cuda))
-                    layer.dispatcher.combine(y, sent)
-                    marks.append(_mark(cuda))
-                    if cuda:
-                        torch.cuda.synchronize()
-                    spans = [_span_ms(marks[j], marks[j + 1]) for j in range(3)]
-                    if it >= 2:
-                        for name, v in zip(("dispatch", "experts", "combine"), spans):
-                            phases[name].append(v)
-                        phases["total"].append(sum(spans))
-                        phases["host"].append((time.perf_counter() - host) * 1e3)
-                row = {k: statistics.median(v) * 1e3 for k, v in phases.items()}  # microseconds
-                row["pair"] = f"{d} + {layer.backend}"
-                if cap is not None:
-                    row["expert_capacity"] = cap
-                if d == "all_to_all":
-                    moved = _off_rank_bytes(layer, sent, x)
-                    row["dispatch_bytes_off_rank"] = moved
-                    row["dispatch_GBps"] = moved / (row["dispatch"] * 1e-6) / 1e9
-                    results[f"{shape}/{t}/raw_all_to_all_same_bytes"] = _raw_same_bytes(moved, full, device, iters)
-                if cuda and d in GRAPH_SAFE:
-                    graph, _ = _capture(lambda: layer(x, routing))
-                    row["graph_total"] = _replay_us(graph, iters, barrier=True)
-                    del graph
-                layer.check()  # overflow or dropped ids would raise here
-                results[f"{shape}/{t}/{d}"] = row
-            results[f"{shape}/{t}/raw_all_to_all"] = _raw_all_to_all(t * full.top_k, full, device, iters)
-            results[f"{shape}/{t}/raw_all_to_all_tokens"] = _raw_all_to_all(t, full, device, iters)
-            if rank == 0:
-                results[f"{shape}/{t}/single_gpu_whole_work"] = _single_gpu(full, weights, sch, t * world, device, iters)
-    return results
-
-
-def _mark(cuda: bool):
-    """A point in time: a recorded CUDA event on a GPU, the host clock otherwise."""
-    if not cuda:
-        return time.perf_counter()
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()
-    return event
-
-
-def _span_ms(a, b) -> float:
-    return a.elapsed_time(b) if isinstance(a, torch.cuda.Event) else (b - a) * 1e3
-
-
-def _raw_all_to_all(rows: int, full: MoEConfig, device: str, iters: int) -> dict:
-    """all_to_all_single of ``rows`` rows of hidden size, equal splits; device time (events) on a GPU."""
-    world = dist.get_world_size()
-    buf = torch.randn(max(rows - rows % world, world), full.hidden_size, device=device, dtype=full.dtype)
-    out = torch.empty_like(buf)
-    cuda = device.startswith("cuda")
-    times = []
-    for it in range(iters + 2):
-        dist.barrier()
-        start = _mark(cuda)
-        dist.all_to_all_single(out, buf)
-        end = _mark(cuda)
-        if cuda:
-            torch.cuda.synchronize()
-        if it >= 2:
-            times.append(_span_ms(start, end) * 1e-3)
-    sec = statistics.median(times)
-    moved = buf.numel() * buf.element_size() * (world - 1) / world
-    return {"rows": buf.shape[0], "bytes_off_rank": moved, "us": sec * 1e6, "GBps": moved / sec / 1e9}
-
-
-def _raw_same_bytes(moved: float, full: MoEConfig, device: str, iters: int) -> dict:
-    """The raw all_to_all_single that sends the largest rank's dispatch bytes off each rank (equal splits)."""
-    world = dist.get_world_size()
-    rows = torch.tensor([int(moved) // (full.hidden_size * full.dtype.itemsize)], device=device)
-    dist.all_reduce(rows, op=dist.ReduceOp.MAX)
-    return _raw_all_to_all(-(-int(rows.item()) * world // (world - 1)), full, device, iters)
-
-
-def _single_gpu(full: MoEConfig, weights, sch, tokens: int, device: str, iters: int) -> dict:
-    """The whole work (every rank's tokens, every expert) on one GPU: eager host time and graph replay."""
-    layer = MoELayer(full, weights, sch.weight_key, sch.activation_key, registry=Registry())
-    gen = torch.Generator().manual_seed(99)
-    x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
-    routing = Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
-    cuda = device.startswith("cuda")
-    times = []
-    for it in range(iters + 2):
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        layer(x, routing)
-        if cuda:
-            torch.cuda.synchronize()
-        if it >= 2:
-            times.append(time.perf_counter() - start)
-    row = {"us": statistics.median(times) * 1e6, "backend": layer.backend, "tokens": tokens}
+def eager_and_graph(fn, iters: int, cuda: bool, aligned: bool = True) -> dict:
+    """``{"eager": µs, "graph": µs}`` of ``fn`` (the graph only on a GPU); the graph is freed before returning."""
+    row = {"eager": time_us(fn, iters, cuda, aligned)}
     if cuda:
-        graph, _ = _capture(lambda: layer(x, routing))
-        row["graph_us"] = _replay_us(graph, iters, barrier=False)
+        graph, _ = _capture(fn)
+        row["graph"] = time_us(graph.replay, iters, cuda, aligned)
+        del graph
     return row
 
 
-def _all(rank: int, world: int, args: argparse.Namespace) -> dict:
+# ---------------------------------------------------------------------------------------------- one rank
+
+
+def _inputs(full: MoEConfig, tokens: int, device: str, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, full.hidden_size, generator=gen).to(device=device, dtype=full.dtype)
+    return x, Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
+
+
+def _ep_layer(full, weights, sch, rank: int, world: int, dispatcher: str, tokens: int, capacity: int | None):
+    cfg = dataclasses.replace(full, parallel=ParallelConfig(ep_size=world, dispatch_backend=dispatcher))
+    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity)
+    return MoELayer(cfg, weights.shard(rank, world), sch.weight_key, sch.activation_key, registry=Registry(), ep_group=group)
+
+
+class Clock:
+    """The run's time budget, agreed by all ranks (one all-reduce per question), so that they stop together."""
+
+    def __init__(self, budget_s: float, device: str):
+        self.deadline = time.monotonic() + budget_s
+        self.device = device
+
+    def expired(self) -> bool:
+        late = torch.tensor([float(time.monotonic() > self.deadline)], device=self.device)
+        dist.all_reduce(late, op=dist.ReduceOp.MAX)
+        return bool(late.item())
+
+
+def _guarded(out: dict, section: str, key: str, fn) -> None:
+    """``out[key] = fn()``, or the error (with the last lines of its traceback) if it raised; then the row is printed
+    as a ``ROW {json}`` line at once, so that the log holds every finished case even if the run is cut short."""
+    try:
+        out[key] = fn()
+    except Exception as exc:  # noqa: BLE001 - one case's failure is recorded, the run goes on
+        out[key] = {"error": f"{type(exc).__name__}: {exc}", "where": traceback.format_exc(limit=3)[-600:]}
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    _emit(section, key, out[key])
+
+
+def _emit(section: str, key: str, row: dict) -> None:
+    """One ``ROW {json}`` line in one write: the ranks share the log, and a line must not interleave with another's."""
+    line = {"world": dist.get_world_size(), "rank": dist.get_rank(), "section": section, "key": key, "row": row}
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("ROW " + json.dumps(line, default=str) + "\n").encode())
+
+
+def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str], device: str) -> dict:
+    """Capture each graph-safe dispatcher's layer, replay it, and compare with the eager call."""
+    out = {}
+    safe = [d for d in dispatchers if next(s for s in SPECS if s.name == d).cuda_graph_safe]
+    for shape in shapes:
+        full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
+        sch = scheme(TIMED_SCHEME[shape])
+        weights = random_layer(full, sch, device=device, seed=0)
+        x, routing = _inputs(full, 64, device, rank + 1)
+        for d in safe:
+            def one():
+                layer = _ep_layer(full, weights, sch, rank, world, d, 64, None)
+                eager = layer(x, routing).clone()
+                # Later eager calls with other inputs, then the first inputs again: dispatchers that replay a step of
+                # their own from a graph (token rows) must still give the first call's result.
+                other = _inputs(full, 64, device, rank + 11)
+                for _ in range(2):
+                    layer(*other)
+                repeat = relative_error(layer(x, routing), eager)
+                if not device.startswith("cuda"):
+                    return {"skipped": "no CUDA", "eager_repeat_error": repeat}
+                graph, captured = _capture(lambda: layer(x, routing))
+                graph.replay()
+                torch.cuda.synchronize()
+                layer.check()
+                result = {"error_vs_eager": relative_error(captured, eager), "eager_repeat_error": repeat, "pair": f"{d} + {layer.backend}"}
+                del graph
+                return result
+            _guarded(out, "graphs", f"{shape}/{d}", one)
+        del weights
+    return out
+
+
+def bench(rank: int, world: int, shapes: list[str], tokens: list[int], dispatchers: list[str], iters: int, device: str,
+          clock: Clock, single_gpu: bool) -> dict:
+    """Per (tokens per rank, shape), in the order given: each dispatcher's layer and dispatch + combine, eager and
+    graph; the raw all_to_all_single of every token to every rank; on rank 0 the single-GPU layer (EP = 1, and the
+    whole work). The budget is checked before each (tokens, shape)."""
+    cuda = device.startswith("cuda")
+    results = {}
+    layers = {}  # every shape's weights, made once: token counts are the outer loop, in the order given
+    for shape in shapes:
+        full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
+        sch = scheme(TIMED_SCHEME[shape])
+        layers[shape] = (full, sch, random_layer(full, sch, device=device, seed=0))
+    for t in tokens:
+        for shape, (full, sch, weights) in layers.items():
+            if clock.expired():
+                results[f"{shape}/{t}"] = {"skipped": "time budget spent"}
+                _emit("bench", f"{shape}/{t}", results[f"{shape}/{t}"])
+                continue
+            x, routing = _inputs(full, t, device, rank + 1)
+            raw = torch.randn(world * t, full.hidden_size, device=device).to(full.dtype)
+            raw_out = torch.empty_like(raw)
+            _guarded(results, "bench", f"{shape}/{t}/raw_all_to_all",
+                     lambda: eager_and_graph(lambda: dist.all_to_all_single(raw_out, raw), iters, cuda)
+                     | {"bytes_off_rank": raw.numel() * raw.element_size() * (world - 1) / world})
+            del raw, raw_out
+            for d in dispatchers:
+                if d == "batched_all_to_all" and t > 256:
+                    continue  # fixed E x C buffers: the decode path (see bench_capacity); GBs at prefill sizes
+                cap = bench_capacity(t, full.top_k, full.num_experts) if d == "batched_all_to_all" else None
+                _guarded(results, "bench", f"{shape}/{t}/{d}", lambda: _bench_dispatcher(full, weights, sch, rank, world, d, t, cap, x, routing, iters, cuda))
+            if single_gpu and rank == 0:
+                _guarded(results, "bench", f"{shape}/{t}/single_gpu", lambda: _single_gpu(full, weights, sch, t, device, iters, cuda))
+                _guarded(results, "bench", f"{shape}/{t}/single_gpu_whole_work", lambda: _single_gpu(full, weights, sch, world * t, device, iters, cuda))
+            dist.barrier()
+            if cuda:
+                torch.cuda.empty_cache()
+    return results
+
+
+def _bench_dispatcher(full, weights, sch, rank, world, d, t, cap, x, routing, iters, cuda) -> dict:
+    layer = _ep_layer(full, weights, sch, rank, world, d, t, cap)
+    row = {"pair": f"{d} + {layer.backend}"}
+    if cap is not None:
+        row["expert_capacity"] = cap
+    spec = layer.pair.dispatcher
+    timed = eager_and_graph if spec.cuda_graph_safe else (lambda fn, n, c: {"eager": time_us(fn, n, c)})
+    row["layer"] = timed(lambda: layer(x, routing), iters, cuda)
+    sent = layer.dispatcher.dispatch(x, routing)
+    y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t)
+    layer.dispatcher.combine(y, sent)
+    row["dispatch_combine"] = timed(lambda: layer.dispatcher.combine(y, layer.dispatcher.dispatch(x, routing)), iters, cuda)
+    if sent.expert_map is not None and cuda and t >= 1024:  # prefill sizes only: each shape of the check compiles kernels
+        row["experts_with_map"] = time_us(lambda: layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t), iters, cuda)
+        row["experts_without_map"] = _same_pairs_without_map(layer, sent, t, iters, cuda)
+    layer.check()  # overflow or dropped ids would raise here
+    return row
+
+
+def _same_pairs_without_map(layer, sent, t: int, iters: int, cuda: bool) -> float:
+    """The experts of this rank on the same number of (token, expert) pairs, given as a layer of the local experts
+    alone (no expert map): what the pairs cost when no remote pair is in the routing."""
+    cfg = layer.config
+    local = (sent.expert_map[sent.routing.topk_ids.long()] >= 0).sum()
+    pairs = max(int(local.item()), cfg.top_k)
+    tokens = -(-pairs // cfg.top_k)
+    alone = MoEConfig(cfg.local_num_experts, cfg.top_k, cfg.hidden_size, cfg.intermediate_size, dtype=cfg.dtype)
+    kernel_layer = MoELayer(alone, layer._raw, layer.selection.query.weight_key, layer.selection.query.activation_key, registry=Registry())
+    x, routing = _inputs(alone, tokens, str(sent.hidden_states.device), 7)
+    return time_us(lambda: kernel_layer(x, routing), iters, cuda, aligned=False)
+
+
+def _single_gpu(full, weights, sch, tokens: int, device: str, iters: int, cuda: bool) -> dict:
+    """The layer on one GPU (every expert) for ``tokens`` tokens, eager and graph (no barrier: the other ranks wait)."""
+    layer = MoELayer(full, weights, sch.weight_key, sch.activation_key, registry=Registry())
+    x, routing = _inputs(full, tokens, device, 99)
+    return eager_and_graph(lambda: layer(x, routing), iters, cuda, aligned=False) | {"backend": layer.backend, "tokens": tokens}
+
+
+def _all(rank: int, world: int, args: argparse.Namespace, dispatchers: list[str], single_gpu: bool) -> dict:
     device = ("cuda:0" if args.one_gpu else f"cuda:{rank}") if args.device == "cuda" else "cpu"
-    shapes = ["tiny"] if args.small else args.shapes.split(",")
+    shapes = args.shapes.split(",")
     out = {"rank": rank, "device": torch.cuda.get_device_name(rank) if args.device == "cuda" else "cpu"}
     if "graphs" in args.phases:
-        out["graphs"] = graph_check(rank, world, shapes, device, args.small)
+        out["graphs"] = graph_check(rank, world, shapes, dispatchers, device)
     if "bench" in args.phases:
-        out["bench"] = bench(rank, world, shapes, [int(t) for t in args.tokens.split(",")], args.iters, device, args.small)
+        clock = Clock(args.budget_s, device)
+        out["bench"] = bench(rank, world, shapes, [int(t) for t in args.tokens.split(",")], dispatchers, args.iters, device, clock, single_gpu)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def dispatch_ranking(per_rank: list[dict], world: int, device: str) -> DispatchRanking:
+    """The measured order per (shape, tokens): eager layer time of the slowest rank, dispatchers that ran everywhere."""
+    measured: dict[tuple, dict[str, float]] = {}
+    for key in per_rank[0].get("bench", {}):
+        parts = key.split("/")
+        if len(parts) != 3 or parts[2] in ("raw_all_to_all", "single_gpu", "single_gpu_whole_work"):
+            continue
+        shape, t, d = parts[0], int(parts[1]), parts[2]
+        rows = [r["bench"].get(key, {}) for r in per_rank]
+        if all("layer" in row for row in rows):
+            e, k, h, _ = _dims(shape)
+            measured.setdefault((world, e, k, h, "bfloat16", t), {})[d] = max(row["layer"]["eager"] for row in rows)
+    return ranking_from_times(device, measured)
+
+
+def _rows_ok(per_rank: list[dict]) -> bool:
+    """Whether every graph check of every rank passed (the rows themselves were printed by the ranks)."""
+    return all(graph_ok(row) for r in per_rank for row in r.get("graphs", {}).values())
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    p.add_argument("--small", action="store_true", help="tiny shapes (a logic check on CPUs)")
+    p.add_argument("--small", action="store_true", help="tiny shapes (a logic check on CPUs); same as --shapes tiny")
     p.add_argument("--one-gpu", action="store_true", help="all ranks on cuda:0 over gloo (NCCL needs a GPU per rank)")
     p.add_argument("--phases", default="equality,graphs,bench")
-    p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b")
-    p.add_argument("--tokens", default="16,256,4096")
+    p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b", help="comma-separated: qwen3-30b-a3b, mixtral-8x7b, deepseek-v3")
+    p.add_argument("--equality-shapes", help="shapes of the equality phase (default: --shapes)")
+    p.add_argument("--tokens", default="16,256,4096", help="tokens per rank")
     p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--json", help="write every result here")
+    p.add_argument("--budget-s", type=float, default=1e9,
+                   help="seconds from the start after which no new timing case starts (all ranks together)")
+    p.add_argument("--no-isolated", action="store_true", help=f"skip {', '.join(ISOLATED)} (run in a group of its own)")
+    p.add_argument("--json", help="write every result here (rewritten after each group of processes)")
+    p.add_argument("--write-dispatch-ranking", help="write the measured dispatcher ranking here (merged into an existing file)")
     args = p.parse_args()
+    if args.small:
+        args.shapes = "tiny"
     backend = "nccl" if args.device == "cuda" and not args.one_gpu else "gloo"
-    report = {"torch": torch.__version__, "world": args.world, "command": " ".join(sys.argv)}
+    available = dispatchers_for(backend)
+    groups = [[d for d in available if d not in ISOLATED]] + ([[d for d in available if d in ISOLATED]] if not args.no_isolated else [])
+    groups = [g for g in groups if g]
+    deadline = time.monotonic() + args.budget_s
+    equality_shapes = (args.equality_shapes or args.shapes).split(",")
+    report = {"torch": torch.__version__, "world": args.world, "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     ok = True
-    if "equality" in args.phases:
-        cases = equality_cases(args.small)
-        per_rank = spawn_group(args.world, run_cases, backend, cases, args.device, True)
-        report["equality"] = {name: [dataclasses.asdict(r[name]) | {"ok": r[name].ok} for r in per_rank] for name in per_rank[0]}
-        for name, rows in report["equality"].items():
-            ok &= all(r["ok"] for r in rows)
-            print(f"{name:<48} " + "  ".join(f"r{i}: {r['dispatcher']}+{r['experts']} err {r['error']:.2e} {'ok' if r['ok'] else 'FAIL ' + r['raised']}"
-                                              for i, r in enumerate(rows)), flush=True)
-    if "graphs" in args.phases or "bench" in args.phases:
-        per_rank = spawn_group(args.world, _all, backend, args)
-        report["ranks"] = per_rank
-        for r in per_rank:
-            for name, row in r.get("graphs", {}).items():
-                print(f"graph rank {r['rank']} {name}: {row}", flush=True)
-                ok &= "skipped" in row or row["error_vs_eager"] < 1e-3
-            for name, row in r.get("bench", {}).items():
-                print(f"bench rank {r['rank']} {name}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1, default=str)
+
+    def save():
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1, default=str)
+
+    def failed(phase: str, group: list[str], exc: Exception) -> None:
+        report[phase][f"group {'+'.join(group)}"] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
+        print(f"{phase.upper()} GROUP {group} FAILED: {exc}", flush=True)
+        save()
+
+    # Each group of dispatchers runs every phase before the next group starts: peer_copy (last) cannot cost the others.
+    report["equality"], report["ranks"] = {}, {}
+    for index, group in enumerate(groups):
+        if "equality" in args.phases:
+            try:
+                per_rank = spawn_group(args.world, run_cases, backend, equality_cases(equality_shapes, group), args.device, True, timeout_s=120)
+            except Exception as exc:  # noqa: BLE001 - this group's failure is the record; the others go on
+                failed("equality", group, exc)
+                ok = False
+            else:
+                ok &= _record_equality(report["equality"], per_rank)
+                save()
+        if "graphs" in args.phases or "bench" in args.phases:
+            # Time left for timing, shared out: a later group (peer_copy) keeps a third of what remains.
+            left = max(deadline - time.monotonic(), 0.0)
+            args.budget_s = left * (2 / 3 if index + 1 < len(groups) else 1.0)
+            try:
+                per_rank = spawn_group(args.world, _all, backend, args, group, index == 0, timeout_s=300)
+            except Exception as exc:  # noqa: BLE001
+                failed("ranks", group, exc)
+                ok = False
+                continue
+            report["ranks"]["+".join(group)] = per_rank
+            ok &= _rows_ok(per_rank)
+            if args.write_dispatch_ranking:
+                _merge_ranking(args.write_dispatch_ranking, dispatch_ranking(per_rank, args.world, per_rank[0]["device"]))
+            save()
+    save()
     print("ALL OK" if ok else "FAILURES")
     return 0 if ok else 1
+
+
+def _record_equality(into: dict, per_rank: list[dict]) -> bool:
+    """Every rank's result of each case into ``into``, one line per case printed; whether all passed."""
+    ok = True
+    for name in per_rank[0]:
+        rows = [dataclasses.asdict(r[name]) | {"ok": r[name].ok} for r in per_rank]
+        into[name] = rows
+        ok &= all(r["ok"] for r in rows)
+        print(f"{name:<48} " + "  ".join(f"r{i}: {r['dispatcher']}+{r['experts']} err {r['error']:.2e} "
+                                          f"{'ok' if r['ok'] else 'FAIL ' + r['raised']}" for i, r in enumerate(rows)), flush=True)
+    return ok
+
+
+def _merge_ranking(path: str, new: DispatchRanking) -> None:
+    """Merge ``new`` into the file at ``path``: per (world, shape, tokens) the union of the measured times."""
+    measured: dict[tuple, dict[str, float]] = {}
+    try:
+        old = DispatchRanking.load(path)
+    except Exception:  # noqa: BLE001 - no usable file yet
+        old = DispatchRanking(new.device, ())
+    for entry in old.entries + new.entries:
+        key = (entry.world_size, entry.num_experts, entry.top_k, entry.hidden_size, entry.dtype, entry.tokens)
+        measured.setdefault(key, {}).update(zip(entry.order, entry.times_us))
+    ranking_from_times(new.device, measured).save(path)
 
 
 if __name__ == "__main__":

@@ -63,9 +63,12 @@ class MoELayer:
         self.pair: PairSelection | None = None
         self.dispatcher: Dispatcher | None = None
         if config.parallel.use_ep:
-            self.pair = select_pair(config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ)
+            ep_group = ep_group if ep_group is not None else ExpertParallelGroup()
+            # A measured dispatcher ranking is keyed by tokens per rank: the layer's fixed buffer size, when it has one.
+            self.pair = select_pair(config, weight_key, activation_key, platform=platform, registry=self.registry, environ=environ,
+                                    num_tokens=ep_group.max_tokens_per_rank)
             config = self.pair.config  # the activation format the pair chose
-            self.dispatcher = self.pair.dispatcher.load()(config, ep_group if ep_group is not None else ExpertParallelGroup())
+            self.dispatcher = self.pair.dispatcher.load()(config, ep_group)
         elif ep_group is not None:
             raise KernelInputError("ep_group", "was given but the layer is not expert-parallel: set MoEConfig.parallel.ep_size")
         self._select = lambda tokens: select(  # noqa: E731 - cached by the resolver

@@ -8,7 +8,10 @@ The dispatcher decides the activation format the experts receive, so the two are
    that one, or raises with the reasons;
 2. for each activation format an eligible dispatcher produces (only BATCHED_EXPERTS when the layer sets
    ``use_batched_activation_format``), select the experts backend as :func:`moe_core.select` does;
-3. take the format whose chosen experts backend ranks highest (ties: the better dispatcher, then the
+3. with a measured dispatcher ranking (:mod:`moe_core.dispatch.ranking`) that has an entry for the
+   layer's world size and shape, and a token count: the first eligible dispatcher in its measured order
+   whose format has an experts backend, with that backend; otherwise
+4. take the format whose chosen experts backend ranks highest (ties: the better dispatcher, then the
    STANDARD format), and the highest-ranked eligible dispatcher producing it.
 
 Without expert parallelism there is no dispatcher and the experts selection is :func:`select`'s.
@@ -22,6 +25,7 @@ from typing import Any, Mapping
 
 from moe_core import env as env_vars
 from moe_core.config import AUTO, ActivationFormat, MoEConfig
+from moe_core.dispatch import ranking as dispatch_ranking
 from moe_core.dispatch.spec import DispatchSpec
 from moe_core.errors import BackendUnsupportedError, NoBackendError, UnknownBackendError
 from moe_core.platform import Platform
@@ -139,6 +143,11 @@ def select_pair(
         raise NoBackendError(f"expert parallelism of size {config.parallel.ep_size} on {platform.describe()}", _dispatch_table(query, rows),
                              subject="dispatcher")
     outcomes = tuple(_experts_for(fmt, config, experts) for fmt in _offered_formats(eligible, registry))
+    measured = _measured_pair(outcomes, eligible, registry, config, num_tokens, environ) if request is None else None
+    if measured is not None:
+        dispatcher, best, why = measured
+        rows = tuple(replace(c, status=CandidateStatus.SELECTED) if c.name == dispatcher.name else c for c in rows)
+        return PairSelection(best.selection, dispatcher, SelectionSource.RANKING, rows, outcomes, why)
     best = _best_outcome(outcomes, eligible, registry)
     if best is None:
         tables = "\n".join([_dispatch_table(query, rows)] + [f"{o.format.value} format: {o.error}" for o in outcomes])
@@ -217,6 +226,26 @@ def _best_outcome(outcomes: tuple[FormatOutcome, ...], eligible: list[Candidate]
     if not found:
         return None
     return max(found, key=lambda o: (chosen_priority(o.selection), dispatcher_priority(o.format), -_FORMAT_ORDER.index(o.format)))
+
+
+def _measured_pair(outcomes: tuple[FormatOutcome, ...], eligible: list[Candidate], registry: Registry, config: MoEConfig,
+                   num_tokens: int | None, environ: Mapping[str, str]) -> tuple[DispatchSpec, FormatOutcome, str] | None:
+    """(dispatcher, its format's experts outcome, reason) from the measured dispatcher ranking in force: the first
+    eligible dispatcher of the nearest entry whose format has an experts backend; None without such an entry."""
+    in_force = dispatch_ranking.active(environ) if num_tokens is not None else None
+    entry = in_force.entry_for(config, num_tokens) if in_force is not None else None
+    if entry is None:
+        return None
+    usable = {o.format: o for o in outcomes if o.selection is not None}
+    names = {c.name for c in eligible}
+    for name in entry.order:
+        spec = registry.dispatchers.get(name)
+        if name in names and spec.output_format in usable:
+            outcome = usable[spec.output_format]
+            return spec, outcome, (f"{name} is the first eligible dispatcher of the measured ranking for expert-parallel size "
+                                   f"{entry.world_size} at {entry.tokens} tokens per rank ({in_force.device}: {entry.describe()}); "
+                                   f"{outcome.selection.name} (by {outcome.selection.source.value}) runs its {spec.output_format.value} format")
+    return None
 
 
 def _reason(best: FormatOutcome, dispatcher: DispatchSpec, source: SelectionSource) -> str:

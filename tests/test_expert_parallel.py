@@ -13,13 +13,14 @@ import torch
 from moe_core import ExpertParallelGroup, MoEConfig, MoELayer, ParallelConfig, Registry, Routing, select_pair
 from moe_core.dispatch.builtin import SPECS
 from moe_core.errors import InvalidConfigError, KernelInputError
-from moe_core.platform import preset
+from moe_core.platform import DeviceKind, preset
 from moe_core.presets import random_layer
 from moe_core.quant import scheme
 from moe_core.testing.distributed import spawn_group
 from moe_core.testing.expert_parallel import EPCase, check_dispatch_specs, run_cases
 
-DISPATCHERS = [s.name for s in SPECS]
+#: Every built-in dispatcher that runs on CPUs (the others say why not: test_ep_dispatchers.py).
+DISPATCHERS = [s.name for s in SPECS if DeviceKind.CPU in s.devices]
 
 
 def cases(world: int) -> list[EPCase]:
@@ -101,8 +102,8 @@ def test_explain_shows_both_tables_and_the_pair():
     text = pair.explain()
     assert "Dispatchers (expert-parallel size 2)" in text and "Experts backends for the standard format" in text
     assert "Experts backends for the batched_experts format" in text
-    assert "=> pair: all_to_all + reference (standard)" in text
-    assert pair.to_dict()["dispatcher"] == "all_to_all" and pair.to_dict()["format"] == "standard"
+    assert "=> pair: packed_all_to_all + reference (standard)" in text
+    assert pair.to_dict()["dispatcher"] == "packed_all_to_all" and pair.to_dict()["format"] == "standard"
 
 
 def test_batched_only_layers_pair_with_the_batched_dispatcher():
@@ -201,7 +202,7 @@ def test_moe_core_run_under_torchrun_runs_every_rank(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "=> pair: all_to_all + " in result.stdout
+    assert "=> pair: packed_all_to_all + " in result.stdout
     assert "rank 0 of 2" in result.stdout and "rank 1 of 2" in result.stdout
 
 

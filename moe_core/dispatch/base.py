@@ -27,7 +27,8 @@ class ExpertCapacityError(MoECoreError, RuntimeError):
         super().__init__(
             f"{count} (token, expert) pair(s) did not fit {valid}: the busiest expert needed {largest + 1} rows from one "
             f"rank, so those pairs contributed nothing to the outputs of the calls that sent them. Raise {argument} "
-            "(default: max_tokens_per_rank, which can never overflow) or use a dispatcher without a fixed capacity"
+            "(or leave the capacity unset: max_tokens_per_rank rows, which can never overflow) or use a dispatcher "
+            "without a fixed capacity"
         )
 
 
@@ -52,17 +53,27 @@ class ExpertParallelGroup:
             default ``max_tokens_per_rank`` (a token is routed to an expert at most once, so that never
             overflows). Smaller saves memory and bandwidth; pairs beyond it are dropped and reported
             (:class:`ExpertCapacityError`), never silently.
+        expert_capacity_factor: ``batched_all_to_all`` only, instead of ``expert_capacity``: a capacity
+            that fits the routing rather than the worst case, ``factor`` times the mean rows per (expert,
+            source rank) — ``ceil(factor * tokens * top_k / num_experts)``, at most the tokens per rank —
+            so the buffers scale with the load; overflow is reported as for ``expert_capacity``.
     """
 
     group: Any = None
     max_tokens_per_rank: int | None = None
     expert_capacity: int | None = None
+    expert_capacity_factor: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_tokens_per_rank", "expert_capacity"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise InvalidConfigError(f"ExpertParallelGroup.{name} must be a positive int or None, got {value!r}")
+        factor = self.expert_capacity_factor
+        if factor is not None and (not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0):
+            raise InvalidConfigError(f"ExpertParallelGroup.expert_capacity_factor must be a positive number or None, got {factor!r}")
+        if factor is not None and self.expert_capacity is not None:
+            raise InvalidConfigError("ExpertParallelGroup: give expert_capacity or expert_capacity_factor, not both")
         if not dist.is_available() or not dist.is_initialized():
             raise InvalidConfigError(
                 "expert parallelism needs torch.distributed initialised: call torch.distributed.init_process_group "

@@ -12,6 +12,8 @@ on the device (:class:`~moe_core.dispatch.base.ExpertCapacityError` at the next 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -29,8 +31,22 @@ class BatchedAllToAllDispatcher(Dispatcher):
 
     def __init__(self, config, group):
         super().__init__(config, group)
-        capacity = group.expert_capacity or group.max_tokens_per_rank
-        self.overflow = CapacityCounter("expert_capacity", f"expert_capacity={capacity or 'max_tokens_per_rank'} rows per (expert, source rank)")
+        if group.expert_capacity_factor is not None:
+            argument, valid = "expert_capacity_factor", f"expert_capacity_factor={group.expert_capacity_factor} times the mean rows"
+        else:
+            argument, valid = "expert_capacity", f"expert_capacity={group.expert_capacity or group.max_tokens_per_rank or 'max_tokens_per_rank'} rows"
+        self.overflow = CapacityCounter(argument, f"{valid} per (expert, source rank)")
+
+    def capacity(self, num_tokens: int, device: torch.device) -> int:
+        """Rows per (expert, source rank) for a forward of ``num_tokens`` on this rank (the same on every rank)."""
+        group = self.group
+        if group.expert_capacity is not None:
+            return group.expert_capacity
+        rows = self.tokens_per_rank(num_tokens, device)
+        if group.expert_capacity_factor is None:
+            return rows
+        mean = rows * self.config.top_k / self.config.num_experts
+        return max(1, min(rows, math.ceil(group.expert_capacity_factor * mean)))
 
     def counters(self) -> tuple[RoutingErrorCounter, ...]:
         return (self.routing_errors, self.overflow)
@@ -40,7 +56,7 @@ class BatchedAllToAllDispatcher(Dispatcher):
         e, k, n_local = self.config.num_experts, self.config.top_k, self.local_experts
         t, h = hidden_states.shape
         device = hidden_states.device
-        cap = self.group.expert_capacity or self.tokens_per_rank(t, device)
+        cap = self.capacity(t, device)
 
         ids = routing.topk_ids.reshape(-1).long()
         bad = self.record_invalid(ids)

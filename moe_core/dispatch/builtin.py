@@ -10,7 +10,7 @@ from moe_core.config import ActivationFormat
 from moe_core.dispatch.spec import DispatchSpec
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
-from moe_core.spec import Validation
+from moe_core.spec import NOT_VALIDATED, Validation
 
 _DEVICES = frozenset({DeviceKind.CUDA, DeviceKind.ROCM, DeviceKind.CPU})
 #: Equality with the single-GPU layer and CUDA-graph replay, NCCL across two H200s, Triton experts, Qwen3-30B-A3B
@@ -22,6 +22,12 @@ _VALIDATION = Validation(
 )
 
 SPECS = (
+    DispatchSpec(
+        name="packed_all_to_all", family="torch_distributed", priority=250, output_format=ActivationFormat.STANDARD,
+        implementation="moe_core.dispatch.packed_all_to_all:PackedAllToAllDispatcher", host_sync=False, cuda_graph_safe=True,
+        devices=_DEVICES, validation=NOT_VALIDATED,
+        description="each token once per rank that needs it, routing in the same row, one equal-split all_to_all_single each way",
+    ),
     DispatchSpec(
         name="all_to_all", family="torch_distributed", priority=200, output_format=ActivationFormat.STANDARD,
         implementation="moe_core.dispatch.all_to_all:AllToAllDispatcher", host_sync=True, cuda_graph_safe=False,
@@ -39,6 +45,13 @@ SPECS = (
         implementation="moe_core.dispatch.naive:NaiveDispatcher", host_sync=False, cuda_graph_safe=True,
         devices=_DEVICES, validation=_VALIDATION,
         description="all-gather every token, reduce-scatter the results (small batches, CUDA graphs)",
+    ),
+    DispatchSpec(
+        name="peer_copy", family="torch_symmetric_memory", priority=90, output_format=ActivationFormat.STANDARD,
+        implementation="moe_core.dispatch.peer_copy:PeerCopyDispatcher", host_sync=False, cuda_graph_safe=True,
+        devices=frozenset({DeviceKind.CUDA}), validation=NOT_VALIDATED,
+        description="packed_all_to_all's rows copied into the peers' symmetric memory (NVLink/P2P, no collective; "
+                    "lowest priority until a measured ranking prefers it)",
     ),
 )
 

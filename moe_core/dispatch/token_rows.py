@@ -1,0 +1,230 @@
+"""Token rows: each token travels once to every rank holding one of its experts, its routing in the same row.
+
+The data path shared by the dispatchers that move fixed buffers of token rows (``packed_all_to_all``
+over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Per forward, with
+``R = max_tokens_per_rank`` and ``N`` ranks:
+
+* **dispatch**: the device computes, for every (token, destination rank) that holds one of the token's
+  experts, the token's slot among those sent there (a cumulative sum; no host sync). Each token's row
+  — its hidden state and its routing (global ids, float32 weights) packed into one byte row of
+  ``width`` bytes, a multiple of 16 — is written into its slots of the send buffer ``[N * R, width]``
+  with one indexed write; the slots nothing fills carry ids of an expert of another rank and weight 0
+  (the receiver's expert map skips them: no expert work). The transport delivers slot block ``d`` to
+  rank ``d``. The receiver's experts read the hidden states and routing as views of the received rows.
+* **combine**: the experts' output ``[N * R, H]`` (each row already the weighted sum over this rank's
+  experts) goes back the same way; each token sums the rows of the ranks it visited in float32.
+
+Buffers are allocated once per (layer, device, ``R``) and reused, so addresses never change (CUDA graphs
+capture it). A token visits a rank at most once, so ``R`` rows per destination never overflow.
+
+Eager forwards on a GPU launch few kernels: the caller's tokens and routing are copied into the staging
+rows, and the device work between staging and sending (the routing guard, the slots, the blank ids, the
+indexed write; about twenty small kernels) is replayed from a CUDA graph of its own, captured by the
+second forward of each token count (a synchronisation, once); the transport follows. While the caller
+captures a graph, and on CPUs, the same work runs as plain torch ops.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass, field
+
+import torch
+
+from moe_core.config import ActivationFormat
+from moe_core.dispatch.base import Dispatched, Dispatcher
+from moe_core.routing import Routing
+
+logger = logging.getLogger("moe_core")
+_INT32 = torch.iinfo(torch.int32)
+
+#: Row widths are multiples of this many bytes, so every row (and the hidden states' view) stays aligned.
+ROW_ALIGN = 16
+#: Token counts whose pack step is kept as a CUDA graph, per buffers; others run as plain ops.
+MAX_PACK_GRAPHS = 16
+#: Buffer sets kept per dispatcher (one per row count; the oldest is dropped first). With a fixed
+#: ``max_tokens_per_rank`` there is only one; without it, row counts are powers of two.
+MAX_BUFFER_SETS = 4
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Byte layout of one token row: hidden states, then top-k int32 ids, then top-k float32 weights, then padding."""
+
+    hidden_bytes: int
+    top_k: int
+
+    @property
+    def ids_at(self) -> int:
+        return self.hidden_bytes
+
+    @property
+    def weights_at(self) -> int:
+        return self.hidden_bytes + 4 * self.top_k
+
+    @property
+    def width(self) -> int:
+        end = self.weights_at + 4 * self.top_k
+        return -(-end // ROW_ALIGN) * ROW_ALIGN
+
+    def hidden(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The hidden states of byte rows ``[n, width]``: a strided ``[n, H]`` view, no copy."""
+        return rows[:, : self.hidden_bytes].view(dtype)
+
+    def ids(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows[:, self.ids_at: self.weights_at].view(torch.int32)
+
+    def weights(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows[:, self.weights_at: self.weights_at + 4 * self.top_k].view(torch.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class RowBuffers:
+    """The buffers of one (device, rows per destination): reused by every forward.
+
+    ``send`` [N*R + 1, width] (the last row takes the (token, rank) pairs that send nothing); ``stage``
+    [R, width], this rank's tokens packed; ``blank_ids`` [N*R + 1, k], the ids unused slots carry;
+    ``recv`` [N*R, width]; ``back`` [N*R + 1, H] (last row zero: what a rank a token did not visit adds)."""
+
+    rows: int
+    send: torch.Tensor
+    stage: torch.Tensor
+    blank_ids: torch.Tensor
+    recv: torch.Tensor
+    back: torch.Tensor
+    first_slot: torch.Tensor  # int64 [N]: d * R
+    slot: torch.Tensor  # int64 [R, N]: each staged token's send row per destination (the trash row where none)
+    pack_graphs: dict = field(default_factory=dict)  # tokens -> CUDA graph of the pack step (None: seen once)
+
+
+class TokenRowsDispatcher(Dispatcher):
+    """Base of the token-row dispatchers (STANDARD format); subclasses provide the transport."""
+
+    output_format = ActivationFormat.STANDARD
+
+    def __init__(self, config, group):
+        super().__init__(config, group)
+        self.layout = RowLayout(config.hidden_size * config.dtype.itemsize, config.top_k)
+        self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
+        #: Replay the pack step of eager GPU forwards from CUDA graphs (False after a capture failed: plain ops).
+        self.graph_pack = True
+
+    # ------------------------------------------------------------------ transport (subclasses)
+    @abc.abstractmethod
+    def allocate_received(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A zeroed buffer this rank receives into (the transport may need special memory); called once per buffer."""
+
+    @abc.abstractmethod
+    def send_rows(self, send: torch.Tensor, recv: torch.Tensor) -> None:
+        """Deliver ``send``'s block ``d`` of ``R`` rows to block ``rank`` of rank ``d``'s ``recv`` (all ranks call it)."""
+
+    # ------------------------------------------------------------------ the data path
+    def buffers(self, device: torch.device, rows: int) -> RowBuffers:
+        """The buffers for ``rows`` tokens per rank on ``device``, made on first use (not during CUDA-graph capture)."""
+        key = (device, rows)
+        found = self._buffers.get(key)
+        if found is None:
+            if len(self._buffers) >= MAX_BUFFER_SETS:  # every rank drops the same set at the same forward
+                del self._buffers[next(iter(self._buffers))]
+            found = self._buffers[key] = self._make_buffers(device, rows)
+        return found
+
+    def rows_per_rank(self, num_tokens: int, device: torch.device) -> int:
+        """Rows per destination for this forward: ``max_tokens_per_rank``, else the group's largest token count
+        rounded up to a power of two (so that few buffer sets serve every count)."""
+        rows = self.tokens_per_rank(num_tokens, device)
+        return rows if self.group.max_tokens_per_rank is not None else 1 << (rows - 1).bit_length()
+
+    def _make_buffers(self, device: torch.device, rows: int) -> RowBuffers:
+        ep, n_local, k = self.config.parallel.ep_size, self.local_experts, self.config.top_k
+        slots = ep * rows
+        width = self.layout.width
+        # An unused slot of destination d routes to the first expert of rank d + 1: never one of d's.
+        elsewhere = ((torch.arange(ep, device=device, dtype=torch.int32) + 1) % ep) * n_local
+        blank = torch.cat((elsewhere.repeat_interleave(rows), elsewhere[:1])).view(-1, 1).expand(slots + 1, k).contiguous()
+        send = torch.zeros(slots + 1, width, dtype=torch.uint8, device=device)
+        recv = self.allocate_received((slots, width), torch.uint8, device)
+        back = self.allocate_received((slots + 1, self.config.hidden_size), self.config.dtype, device)
+        return RowBuffers(rows, send, torch.zeros(rows, width, dtype=torch.uint8, device=device), blank, recv, back,
+                          torch.arange(ep, device=device) * rows, torch.zeros(rows, ep, dtype=torch.int64, device=device))
+
+    def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
+        t = hidden_states.shape[0]
+        device = hidden_states.device
+        bufs = self.buffers(device, self.rows_per_rank(t, device))
+        layout, stage = self.layout, bufs.stage[:t]
+        layout.hidden(stage, hidden_states.dtype).copy_(hidden_states)
+        ids = routing.topk_ids
+        # Rows hold int32 ids: wider ids are clamped first, so that no invalid id becomes a valid one.
+        layout.ids(stage).copy_(ids if ids.dtype == torch.int32 else ids.clamp(_INT32.min, _INT32.max))
+        layout.weights(stage).copy_(routing.topk_weights)
+        self._pack_staged(bufs, t)
+        self.send_rows(bufs.send[:-1], bufs.recv)
+        got = Routing(layout.ids(bufs.recv).contiguous(), layout.weights(bufs.recv).contiguous())
+        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (bufs.slot[:t], bufs))
+
+    def pack(self, bufs: RowBuffers, t: int) -> None:
+        """From the ``t`` staged rows to the send buffer: invalid ids dropped (expert 0, weight 0; counted), each
+        row's slots (:attr:`RowBuffers.slot`), blank ids in every slot, then every row into its slots."""
+        stage = bufs.stage[:t]
+        ids, weights = self.layout.ids(stage), self.layout.weights(stage)
+        bad = self.record_invalid(ids)
+        ids.masked_fill_(bad, 0)
+        weights.masked_fill_(bad, 0.0)
+        slot = bufs.slot[:t]
+        slot.copy_(self.slots(ids, bufs))
+        self.layout.ids(bufs.send).copy_(bufs.blank_ids)
+        words = self.layout.width // 8  # rows move as int64 words: 8x fewer elements than bytes
+        bufs.send.view(torch.int64).index_put_((slot,), stage.view(torch.int64).unsqueeze(1).expand(t, slot.shape[1], words))
+
+    def _pack_staged(self, bufs: RowBuffers, t: int) -> None:
+        """:meth:`pack`, replayed from a CUDA graph in eager GPU forwards once a token count has been seen."""
+        plain = not self._pack_graphable(bufs.send.device)
+        graph = bufs.pack_graphs.get(t)
+        if plain or graph is None:
+            if not plain and t not in bufs.pack_graphs and len(bufs.pack_graphs) < MAX_PACK_GRAPHS:
+                bufs.pack_graphs[t] = None  # seen once, run eagerly (warm-up); the next forward captures
+            elif not plain and t in bufs.pack_graphs:
+                graph = self._capture_pack(bufs, t)
+            if graph is None:
+                self.pack(bufs, t)
+                return
+        graph.replay()
+
+    def _pack_graphable(self, device: torch.device) -> bool:
+        """Whether the pack step may come from a graph of its own: eager forwards on a GPU, unless a capture failed."""
+        return device.type == "cuda" and self.graph_pack and not torch.cuda.is_current_stream_capturing()
+
+    def _capture_pack(self, bufs: RowBuffers, t: int):
+        """A CUDA graph of :meth:`pack` for ``t`` tokens (kept in ``bufs``), or None after logging why not."""
+        device = bufs.send.device
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                self.pack(bufs, t)
+        except Exception as exc:  # noqa: BLE001 - any capture failure: plain ops from now on
+            logger.warning("%s: capturing the pack step failed, eager forwards run it as plain ops: %s", type(self).__name__, exc)
+            self.graph_pack = False
+            bufs.pack_graphs.clear()
+            return None
+        torch.cuda.current_stream(device).wait_stream(stream)
+        bufs.pack_graphs[t] = graph
+        return graph
+
+    def slots(self, topk_ids: torch.Tensor, bufs: RowBuffers) -> torch.Tensor:
+        """int64 [T, N]: the send-buffer row of each (token, destination rank); the trash row where the token
+        has no expert on that rank. Tokens keep their order within each destination's block."""
+        owner = torch.div(topk_ids, self.local_experts, rounding_mode="floor").long()
+        wanted = torch.zeros(topk_ids.shape[0], self.config.parallel.ep_size, dtype=torch.bool, device=topk_ids.device)
+        wanted.scatter_(1, owner, True)
+        return torch.where(wanted, torch.cumsum(wanted, 0) + (bufs.first_slot - 1), bufs.send.shape[0] - 1)
+
+    def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
+        slot, bufs = dispatched.state
+        back = bufs.back
+        self.send_rows(expert_output.contiguous(), back[:-1])
+        # Each token's partial results from the ranks it visited (the zero row elsewhere), summed in float32.
+        return back[slot].sum(1, dtype=torch.float32).to(expert_output.dtype)

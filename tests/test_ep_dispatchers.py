@@ -1,0 +1,233 @@
+"""The token-row dispatchers (packed_all_to_all, peer_copy): their slots, their buffers, no host sync, and
+peer_copy's honest refusal on CPUs. Their equality with the single-process reference over gloo at world
+sizes 2 and 4 runs with every other dispatcher in tests/test_expert_parallel.py."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moe_core import ExpertParallelGroup, MoEConfig, MoELayer, ParallelConfig, Registry, Routing, select_pair
+from moe_core.dispatch.builtin import SPECS
+from moe_core.dispatch.packed_all_to_all import PackedAllToAllDispatcher
+from moe_core.dispatch.token_rows import ROW_ALIGN, RowLayout
+from moe_core.errors import BackendUnsupportedError
+from moe_core.platform import DeviceKind, preset
+from moe_core.presets import random_layer
+from moe_core.quant import scheme
+from moe_core.testing.distributed import spawn_group
+
+
+class _Group:
+    """A stand-in for ExpertParallelGroup: the slots are computed without a process group."""
+
+    group, expert_capacity = None, None
+
+    def __init__(self, rank: int, world_size: int, max_tokens_per_rank: int):
+        self.rank, self.world_size, self.max_tokens_per_rank = rank, world_size, max_tokens_per_rank
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.data())
+def test_slots_place_each_token_once_per_rank_it_needs_in_token_order(data):
+    ep = data.draw(st.sampled_from([2, 4]), label="ep")
+    experts = ep * data.draw(st.integers(1, 3), label="local experts")
+    k = data.draw(st.integers(1, experts), label="top_k")
+    t = data.draw(st.integers(0, 9), label="tokens")
+    ids = [data.draw(st.permutations(range(experts)), label=f"token {i}")[:k] for i in range(t)]
+    cfg = MoEConfig(experts, k, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=ep))
+    d = PackedAllToAllDispatcher(cfg, _Group(0, ep, max(t, 1)))
+    bufs = d.buffers(torch.device("cpu"), max(t, 1))
+    got = d.slots(torch.tensor(ids, dtype=torch.int64).view(t, k), bufs).tolist()
+    trash, rows, local = bufs.send.shape[0] - 1, max(t, 1), experts // ep
+    # Oracle, written independently: walk the tokens in order, giving each rank's next free row.
+    next_row = [dest * rows for dest in range(ep)]
+    for token, chosen in enumerate(ids):
+        for dest in range(ep):
+            if any(e // local == dest for e in chosen):
+                assert got[token][dest] == next_row[dest]
+                next_row[dest] += 1
+            else:
+                assert got[token][dest] == trash
+
+
+def test_row_layout_is_aligned_and_keeps_hidden_states_first():
+    layout = RowLayout(hidden_bytes=2 * 2050, top_k=3)
+    assert layout.width % ROW_ALIGN == 0 and layout.width >= 4100 + 24
+    rows = torch.zeros(4, layout.width, dtype=torch.uint8)
+    layout.ids(rows).copy_(torch.tensor([[1, 2, 3]] * 4))
+    layout.weights(rows).copy_(torch.full((4, 3), 0.5))
+    layout.hidden(rows, torch.bfloat16).copy_(torch.ones(4, 2050))
+    assert layout.hidden(rows, torch.bfloat16).shape == (4, 2050) and layout.hidden(rows, torch.bfloat16).eq(1).all()
+    assert layout.ids(rows).tolist() == [[1, 2, 3]] * 4 and layout.weights(rows).eq(0.5).all()
+
+
+def _two_forwards_without_host_syncs(rank: int, world: int) -> dict:
+    """Two forwards of a packed_all_to_all layer with item()/tolist() forbidden: the buffers are the same both times."""
+    cfg = MoEConfig(8, 2, 32, 16, dtype=torch.float32, parallel=ParallelConfig(ep_size=world, dispatch_backend="packed_all_to_all"))
+    full = random_layer(MoEConfig(8, 2, 32, 16, dtype=torch.float32), scheme("unquantized"), seed=3)
+    layer = MoELayer(cfg, full.shard(rank, world), registry=Registry(autoload=False), environ={},
+                     ep_group=ExpertParallelGroup(max_tokens_per_rank=8))
+    gen = torch.Generator().manual_seed(rank)
+    inputs = [(torch.randn(t, 32, generator=gen), Routing.from_logits(torch.randn(t, 8, generator=gen), 2)) for t in (5, 8)]
+    synced = []
+
+    @contextlib.contextmanager
+    def no_host_sync():
+        """item()/tolist() (and so any host read of a device value a dispatcher could make) raise, and are noted."""
+        def forbidden(name):
+            def call(*args, **kwargs):
+                synced.append(name)
+                raise AssertionError(f"host sync: {name}")
+            return call
+
+        saved = torch.Tensor.item, torch.Tensor.tolist
+        torch.Tensor.item, torch.Tensor.tolist = forbidden("item"), forbidden("tolist")
+        try:
+            yield
+        finally:
+            torch.Tensor.item, torch.Tensor.tolist = saved
+
+    outs, recv = [], []
+    for x, r in inputs:
+        with no_host_sync():
+            sent = layer.dispatcher.dispatch(x, r)
+        recv.append(sent.hidden_states.data_ptr())
+        y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, x.shape[0])  # the reference experts sync
+        with no_host_sync():
+            outs.append(layer.dispatcher.combine(y, sent))
+    return {"synced": synced, "same_buffers": recv[0] == recv[1], "shapes": [tuple(o.shape) for o in outs]}
+
+
+def test_packed_all_to_all_reuses_its_buffers_and_never_syncs_with_the_host():
+    for got in spawn_group(2, _two_forwards_without_host_syncs, "gloo"):
+        assert got == {"synced": [], "same_buffers": True, "shapes": [(5, 32), (8, 32)]}
+
+
+def test_peer_copy_says_it_does_not_run_on_cpus_and_is_offered_on_gpus():
+    cfg = MoEConfig(8, 2, 64, 32, dtype=torch.float32, parallel=ParallelConfig(ep_size=2, dispatch_backend="peer_copy"))
+    with pytest.raises(BackendUnsupportedError, match="peer_copy.*cuda"):
+        select_pair(cfg, platform=preset("cpu"), registry=Registry(autoload=False), environ={})
+    pair = select_pair(cfg, platform=preset("h100"), registry=Registry(autoload=False), environ={})
+    assert pair.dispatcher.name == "peer_copy"
+    spec = next(s for s in SPECS if s.name == "peer_copy")
+    assert spec.devices == frozenset({DeviceKind.CUDA}) and spec.cuda_graph_safe and not spec.host_sync
+
+
+def test_peer_copy_refuses_cpu_tensors_with_what_to_use_instead():
+    from moe_core.dispatch.peer_copy import PeerCopyDispatcher, TransportUnavailableError
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d = PeerCopyDispatcher(cfg, _Group(0, 2, 4))
+    with pytest.raises(TransportUnavailableError, match="packed_all_to_all"):
+        d.buffers(torch.device("cpu"), 4)
+
+
+class _ReplayCounter:
+    """Stands in for a CUDA graph of the pack step on a CPU: replaying runs the step."""
+
+    def __init__(self, step):
+        self.step, self.replays = step, 0
+
+    def replay(self):
+        self.replays += 1
+        self.step()
+
+
+class _GraphedOnCpu(PackedAllToAllDispatcher):
+    """The pack-graph bookkeeping of GPU forwards, exercised on a CPU with a stand-in graph."""
+
+    def _pack_graphable(self, device):
+        return True
+
+    def _capture_pack(self, bufs, t):
+        graph = bufs.pack_graphs[t] = _ReplayCounter(lambda: self.pack(bufs, t))
+        return graph
+
+
+def test_eager_forwards_replay_the_pack_step_from_the_second_forward_of_a_token_count(monkeypatch):
+    import moe_core.dispatch.token_rows as token_rows
+
+    monkeypatch.setattr(token_rows, "MAX_PACK_GRAPHS", 2)
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    graphed, plain = _GraphedOnCpu(cfg, _Group(0, 2, 8)), PackedAllToAllDispatcher(cfg, _Group(0, 2, 8))
+    gb, pb = graphed.buffers(torch.device("cpu"), 8), plain.buffers(torch.device("cpu"), 8)
+    gen = torch.Generator().manual_seed(0)
+    for t in (5, 5, 5, 6, 7, 7, 6):
+        x, r = torch.randn(t, 16, generator=gen), Routing.from_logits(torch.randn(t, 8, generator=gen), 2)
+        for d, b in ((graphed, gb), (plain, pb)):
+            stage = b.stage[:t]
+            d.layout.hidden(stage, torch.float32).copy_(x)
+            d.layout.ids(stage).copy_(r.topk_ids)
+            d.layout.weights(stage).copy_(r.topk_weights)
+            d._pack_staged(b, t)
+        assert torch.equal(gb.send, pb.send) and torch.equal(gb.slot[:t], pb.slot[:t])
+    # 5: seen, captured and replayed, replayed; 6: seen, then captured and replayed; 7: beyond the limit, plain ops.
+    assert {t: g.replays if g is not None else None for t, g in gb.pack_graphs.items()} == {5: 2, 6: 1}
+
+
+def test_buffer_sets_are_bounded_and_the_oldest_goes_first():
+    from moe_core.dispatch import token_rows
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d = PackedAllToAllDispatcher(cfg, _Group(0, 2, None))
+    made = [d.buffers(torch.device("cpu"), rows) for rows in (1, 2, 4, 8, 16)]
+    assert len(d._buffers) == token_rows.MAX_BUFFER_SETS == 4
+    assert d.buffers(torch.device("cpu"), 16) is made[-1] and (torch.device("cpu"), 1) not in d._buffers
+    assert made[2].send.shape == (2 * 4 + 1, d.layout.width)  # N * R rows and the trash row
+
+
+def test_peer_copy_delivers_block_d_of_each_sender_to_rank_d_as_all_to_all_does():
+    """The copy loop of peer_copy over stand-in symmetric buffers (CPU tensors every "rank" can see, a thread barrier):
+    block ``p`` of rank ``r``'s receive buffer is block ``r`` of rank ``p``'s send buffer."""
+    import threading
+
+    from moe_core.dispatch.peer_copy import PeerCopyDispatcher
+
+    ep, rows, width = 4, 3, 5
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=ep))
+    barrier = threading.Barrier(ep)
+
+    class Handle:
+        def barrier(self):
+            barrier.wait(timeout=30)
+
+    recv = [torch.zeros(ep * rows, width) for _ in range(ep)]
+    send = [torch.arange(ep * rows * width, dtype=torch.float32).view(ep * rows, width) + 1000 * r for r in range(ep)]
+    dispatchers = []
+    for r in range(ep):
+        d = PeerCopyDispatcher(cfg, _Group(r, ep, rows))
+        d._peers[recv[r].data_ptr()] = (Handle(), recv)
+        dispatchers.append(d)
+    threads = [threading.Thread(target=dispatchers[r].send_rows, args=(send[r], recv[r])) for r in range(ep)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for r in range(ep):
+        for p in range(ep):
+            assert torch.equal(recv[r][p * rows:(p + 1) * rows], send[p][r * rows:(r + 1) * rows]), (r, p)
+
+
+class _Loopback(PackedAllToAllDispatcher):
+    """Rank 0 of two whose peer sends exactly what it sends (no process group)."""
+
+    def send_rows(self, send, recv):
+        recv.copy_(send)
+
+
+def test_wide_ids_outside_int32_are_counted_as_invalid_not_wrapped_into_range():
+    from moe_core.routing_guard import InvalidRoutingError
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d = _Loopback(cfg, _Group(0, 2, 4))
+    ids = torch.tensor([[2**32 + 1, 3], [1, 2]], dtype=torch.int64)  # 2**32 + 1 would wrap to expert 1 as int32
+    sent = d.dispatch(torch.ones(2, 16), Routing(ids, torch.full((2, 2), 0.5)))
+    with pytest.raises(InvalidRoutingError, match="1 value"):
+        d.routing_errors.check()
+    first = sent.routing.topk_ids[0].tolist(), sent.routing.topk_weights[0].tolist()
+    assert first == ([0, 3], [0.0, 0.5])  # the bad pair travels to expert 0 with weight 0
