@@ -27,6 +27,7 @@ FULL_CHECKS = "MOE_CORE_FULL_CHECKS"
 RANKING_FILE = "MOE_CORE_RANKING_FILE"
 COMPAT = "MOE_CORE_COMPAT"
 DISPATCH = "MOE_CORE_DISPATCH"
+DISPATCH_RANKING_FILE = "MOE_CORE_DISPATCH_RANKING_FILE"
 AUTOTUNE = "MOE_CORE_AUTOTUNE"
 #: Also where the autotune cache is read from (moe_core/autotune_cache.py), so it keys the selection cache.
 CACHE_DIR = "MOE_CORE_CACHE_DIR"
@@ -36,7 +37,7 @@ _FALSE = ("0", "false", "no", "off")
 
 #: Every variable that can change a selection: ours, then those read by compatibility modes.
 VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT, DISPATCH,
-                        AUTOTUNE, CACHE_DIR]
+                        DISPATCH_RANKING_FILE, AUTOTUNE, CACHE_DIR]
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -25,8 +25,7 @@ from moe_core.config import MoEConfig
 from moe_core.errors import RankingFileError
 
 FORMAT = "moe-core-dispatch-ranking/1"
-RANKING_FILE = "MOE_CORE_DISPATCH_RANKING_FILE"
-env_vars.register_variables([RANKING_FILE])
+RANKING_FILE = env_vars.DISPATCH_RANKING_FILE
 
 _FIELDS = {"world_size": int, "num_experts": int, "top_k": int, "hidden_size": int, "dtype": str, "tokens": int,
            "order": list, "times_us": list}
