@@ -1,4 +1,4 @@
-"""Rankings in force: the shipped H100 ranking, plugin-contributed rankings, precedence, versions, lookup."""
+"""Rankings in force: the shipped rankings (H100, H200), plugin-contributed rankings, precedence, versions, lookup."""
 
 import itertools
 import json
@@ -15,7 +15,7 @@ from moe_core.cli import main
 from moe_core.config import MoEConfig
 from moe_core.errors import RankingFileError
 from moe_core.hookspecs import hookimpl
-from moe_core.platform import DeviceKind, preset
+from moe_core.platform import PRESETS, DeviceKind, preset
 from moe_core.presets import model
 from moe_core.ranking import MeasuredWith, Ranking, RankingEntry, use_ranking
 from moe_core.ranking_sources import SHIPPED_DIR, installed_version
@@ -26,6 +26,7 @@ from moe_core.selection import SelectionSource
 from moe_core.spec import BackendSpec
 
 H100 = preset("h100")
+SHIPPED_FILES = sorted(SHIPPED_DIR.glob("*.json"))
 SHIPPED = Ranking.load(SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json")
 DETERMINISTIC = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -44,23 +45,26 @@ def _config(entry: RankingEntry) -> MoEConfig:
                      intermediate_size=entry.intermediate_size, dtype=getattr(torch, entry.dtype))
 
 
-def test_every_shipped_h100_entry_decides_on_a_simulated_h100(tmp_path):
+@pytest.mark.parametrize("path", SHIPPED_FILES, ids=lambda p: p.stem)
+def test_every_shipped_entry_decides_on_a_simulated_gpu_of_its_device(path, tmp_path):
+    shipped = Ranking.load(path)
+    platform = next(p for p in PRESETS.values() if p.device_name == shipped.device)  # every shipped device has a preset
     reg = Registry(environ={})  # every installed plugin
     env = {"MOE_CORE_CACHE_DIR": str(tmp_path)}  # no autotune cache of this machine interferes
     overridden = 0
-    for entry in SHIPPED.entries:
+    for entry in shipped.entries:
         sch = quant.scheme(entry.scheme)
         cfg = _config(entry)
-        static = select(cfg, sch.weight_key, sch.activation_key, platform=H100, registry=reg, environ=env)
+        static = select(cfg, sch.weight_key, sch.activation_key, platform=platform, registry=reg, environ=env)
         eligible = [c.name for c in static.candidates if c.eligible]
         fastest = next((name for name in entry.order if name in eligible), None)
         for tokens in {entry.tokens_min, entry.tokens_max}:
-            chosen = select(cfg, sch.weight_key, sch.activation_key, platform=H100, registry=reg, environ=env, num_tokens=tokens)
+            chosen = select(cfg, sch.weight_key, sch.activation_key, platform=platform, registry=reg, environ=env, num_tokens=tokens)
             if fastest is None:
                 assert chosen.name == static.name and chosen.source is SelectionSource.PRIORITY
                 continue
             assert (chosen.name, chosen.source) == (fastest, SelectionSource.RANKING), (entry, tokens)
-            assert chosen.decided_by.startswith("measured: shipped ranking for NVIDIA H100 80GB HBM3, 2026-")
+            assert chosen.decided_by.startswith(f"measured: shipped ranking for {shipped.device}, 2026-")
             overridden += chosen.name != static.name
     if {"triton", "deepgemm"} <= set(reg.specs):
         assert overridden > 0  # the measurement really moves choices away from the static priority
@@ -69,7 +73,9 @@ def test_every_shipped_h100_entry_decides_on_a_simulated_h100(tmp_path):
 def test_shipped_ranking_is_only_used_on_its_device():
     cfg = model("deepseek-v3").config()
     sch = quant.scheme("fp8-block")
-    for name in ("h200", "b200", "a100", "cpu"):
+    shipped_devices = {Ranking.load(path).device for path in SHIPPED_FILES}
+    for name in ("b200", "a100", "cpu"):
+        assert preset(name).device_name not in shipped_devices
         chosen = select(cfg, sch.weight_key, sch.activation_key, platform=preset(name), num_tokens=64, environ={})
         assert "shipped" not in chosen.decided_by and chosen.source is not SelectionSource.RANKING
 
