@@ -30,10 +30,14 @@ checks both on the Triton kernels.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from moe_core.quant import QuantDtype, QuantKey
+
+if TYPE_CHECKING:
+    from moe_core.config import MoEConfig
 
 #: Unit roundoff (half the spacing of the significand at 1) of each layer dtype.
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
@@ -68,6 +72,11 @@ def tolerance(activation_key: QuantKey | None, dtype: torch.dtype, reduction: in
     ``reduction`` is the longest GEMM reduction of the layer (max of hidden and intermediate size).
     """
     return SAFETY * math.sqrt(sum(term**2 for term in error_terms(activation_key, dtype, reduction).values()))
+
+
+def layer_tolerance(activation_key: QuantKey | None, config: "MoEConfig") -> float:
+    """:func:`tolerance` for a layer: its dtype, and its longest reduction (hidden or intermediate size)."""
+    return tolerance(activation_key, config.dtype, max(config.hidden_size, config.intermediate_size))
 
 
 def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -6,6 +6,7 @@ above the error of a reference that skips the activation or the intermediate qua
 not tell a kernel that quantizes from one that does not.
 """
 
+import dataclasses
 import math
 import os
 
@@ -14,7 +15,7 @@ import torch
 
 from moe_core import numerics, quant
 from moe_core.config import MoEConfig
-from moe_core.numerics import relative_error, tolerance
+from moe_core.numerics import layer_tolerance, relative_error, tolerance
 from moe_core.presets import random_layer
 from moe_core.reference import compute
 from moe_core.reference.kernel import ReferenceKernel
@@ -67,7 +68,7 @@ def test_budget_is_near_the_triton_error_and_below_skipped_quantization(name, dt
     sch = quant.scheme(name)
     device = "cuda" if GPU else "cpu"
     cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=128, intermediate_size=64, dtype=dtype)
-    budget = tolerance(sch.activation_key, dtype, max(cfg.hidden_size, cfg.intermediate_size))
+    budget = layer_tolerance(sch.activation_key, cfg)
     raw = random_layer(cfg, sch, device=device, seed=3)
     g = torch.Generator().manual_seed(4)
     x = torch.randn(128, cfg.hidden_size, generator=g).to(device, dtype)
@@ -83,3 +84,32 @@ def test_budget_is_near_the_triton_error_and_below_skipped_quantization(name, dt
         monkeypatch.setattr(compute, "fake_quantize", skipping(which))
         skipped = relative_error(got, oracle.apply(x, weights, routing))
         assert skipped > budget, f"{name}: a reference that skips the {which} quantization is {skipped:.3g} away, within the budget {budget:.3g}"
+
+
+def test_check_numerics_fails_a_declared_scheme_no_case_ran_for():
+    """A backend that supports() says no to everywhere here would otherwise pass having checked nothing."""
+    from moe_core import hookimpl
+    from moe_core.platform import DeviceKind, preset
+    from moe_core.reference.plugin import SPEC
+    from moe_core.registry import Registry
+    from moe_core.testing import conformance
+
+    gpu_only = dataclasses.replace(SPEC, name="gpu_only", schemes=frozenset({quant.scheme("unquantized").keys}), devices=frozenset({DeviceKind.CUDA}),
+                                   kernel=f"{__name__}:GpuOnlyKernel")
+
+    class GpuOnly:
+        @hookimpl
+        def moe_core_backends(self):
+            return [gpu_only]
+
+    reg = Registry(autoload=False, environ={})
+    reg.register(GpuOnly(), name="gpu_only")
+    small = [MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.float32)]
+    with pytest.raises(AssertionError, match=r"gpu_only: declares \['unquantized'\] but no numeric case ran for them here \(unquantized: .*cuda"):
+        conformance.check_numerics(reg, "gpu_only", device="cpu", platform=preset("cpu"), configs=small, tokens=(2,))
+    records = conformance.check_numerics(reg, "gpu_only", device="cpu", platform=preset("cpu"), configs=small, tokens=(2,), expected_skips={"unquantized"})
+    assert records and all("skipped" in r for r in records)
+
+
+class GpuOnlyKernel(ReferenceKernel):
+    backend_name = "gpu_only"
