@@ -12,6 +12,7 @@ from moe_core.errors import KernelInputError
 from moe_core.quant import QuantDtype, ScaleDtype
 from moe_core.quantization import fp4
 from moe_core.quantization.qtensor import FP8_MAX, _expand, dequantize, quantize, scale_shape
+from tests import quant_oracle
 
 KEYS = sorted({k for s in quant.SCHEMES for k in s.keys if k is not None}, key=str)
 
@@ -159,3 +160,87 @@ def test_ceil_division_for_partial_groups():
     q = quantize(x, quant.kFp8Static128BlockSym)
     assert tuple(q.scale.shape) == (1, math.ceil(130 / 128), math.ceil(200 / 128))
     assert (dequantize(q) - x).abs().max() < 0.1 * x.abs().max()
+
+
+# --- Against the float64 oracle of tests/quant_oracle.py, which shares no code with the quantizer ---
+
+SOURCE_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def oracle_input(key, source_dtype, seed, specials=True):
+    """[3, R, C] spanning several groups in both dimensions, rows and column chunks of very different
+    magnitudes (so a scale shared by the wrong elements shows), an all-zero group, and for expert 0
+    a NaN, a +inf and a -inf in three different rows; expert 2 stays finite."""
+    rows = 2 * 128 + 4 if key.group.rows > 1 else 36
+    cols = 288
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, rows, cols, generator=g)
+    x = x * 10.0 ** torch.randint(-2, 3, (3, rows, 1), generator=g) * 10.0 ** torch.randint(-2, 3, (1, 1, cols // 16), generator=g).repeat_interleave(16, -1)
+    x[1, :1] = 0.0  # an all-zero row: zero groups for every per-row and 1xN key
+    x[1, :, :128] = 0.0 if key.group.rows > 1 else x[1, :, :128]  # an all-zero 128x128 block
+    if specials:
+        x[0, 3, 5], x[0, 7, 100], x[0, 11, 200] = float("nan"), float("inf"), float("-inf")
+    return x.to(source_dtype)
+
+
+def implementation_step(q):
+    """Value of one code per group, as the quantizer stored it (float64)."""
+    if q.key.scale_dtype is ScaleDtype.E8M0:
+        return torch.exp2(q.scale.double() - 127)
+    return q.scale.double() * (q.global_scale.double() if q.global_scale is not None else 1.0)
+
+
+def assert_matches_oracle(x, key, static_scale=None):
+    q = quantize(x, key, static_scale)
+    got = dequantize(q).double()
+    want = quant_oracle.fake_quantize(x, key, static_scale)
+    step, want_step = implementation_step(q), want["step"]
+    clean = torch.isfinite(want_step) & ~want["step_ambiguous"]  # groups (nvfp4: matrices) without NaN or inf
+    assert torch.allclose(step[clean], want_step[clean], rtol=2**-20, atol=0), f"{key}: scales differ from the oracle's"
+    if not key.symmetric:
+        assert torch.equal(q.zero.double()[clean], want["zero"][clean]), f"{key}: zero points differ"
+    values, unit = want["values"], want["unit"]
+    err = (got - values).abs()
+    exact = torch.isfinite(values) & ~want["ambiguous"]
+    float32_rounding = 2**-20 * (values.abs() + unit)  # the quantizer multiplies code and scale in float32
+    off = exact & (err > float32_rounding)
+    assert not off.any(), f"{key}: {int(off.sum())} values differ from the oracle's, first at {off.nonzero()[0].tolist()}"
+    if key.dtype in (QuantDtype.INT8, QuantDtype.INT4):
+        code_gap = unit
+    else:
+        code_gap = unit * quant_oracle.spacing(values / unit, quant_oracle.E4M3 if key.dtype is QuantDtype.FP8_E4M3 else quant_oracle.E2M1)
+    # an element on a rounding boundary may take either neighbouring code; a group whose scale or
+    # zero point is on a boundary may differ by a code anywhere (and saturate differently)
+    element_tie = torch.isfinite(values) & want["ambiguous"] & ~want["scale_tie"]
+    assert (err[element_tie] <= code_gap[element_tie] * (1 + 2**-20) + float32_rounding[element_tie]).all(), f"{key}: a near-tie rounded further than one code"
+    return q, got, want
+
+
+@pytest.mark.parametrize("source_dtype", SOURCE_DTYPES, ids=str)
+@pytest.mark.parametrize("key", KEYS, ids=str)
+def test_quantize_matches_the_float64_oracle(key, source_dtype):
+    seed = KEYS.index(key) * 10 + SOURCE_DTYPES.index(source_dtype)
+    x = oracle_input(key, source_dtype, seed)
+    q, got, want = assert_matches_oracle(x, key)
+    assert torch.isfinite(got[2]).all(), f"{key}: NaN/inf in expert 0 leaked into expert 2"
+    assert (got[1, 0] == 0).all() and (got[1, :, :128] == 0).all() if key.group.rows > 1 else (got[1, 0] == 0).all()
+
+
+@pytest.mark.parametrize("key", [k for k in KEYS if k.dtype is not QuantDtype.FP4_E2M1 and k.symmetric], ids=str)
+def test_activation_shapes_and_static_scales_match_the_oracle(key):
+    """2-D [T, K] activations, and a static scale that saturates the largest values."""
+    g = torch.Generator().manual_seed(KEYS.index(key))
+    x = (torch.randn(33, 300, generator=g) * 10.0 ** torch.randint(-3, 4, (33, 1), generator=g)).to(torch.bfloat16)
+    assert_matches_oracle(x, key)
+    static = quant_oracle.fake_quantize(x, key)["step"].float() / 4  # four times too fine: the top values saturate
+    _, got, _ = assert_matches_oracle(x, key, static)
+    assert (got.abs() < x.double().abs()).any()
+
+
+@pytest.mark.parametrize("key", [quant.kNvfp4Static, quant.kMxfp4Static, quant.kInt4StaticGroup128Sym], ids=str)
+def test_stored_codes_decode_to_the_dequantized_values(key):
+    """The documented layout (nibble order, offsets, scale encodings) read independently gives dequantize's values."""
+    x = oracle_input(key, torch.float32, seed=5, specials=False)
+    q = quantize(x, key)
+    decoded = quant_oracle.stored_values(q.data, q.scale, key, q.shape, q.zero, q.global_scale)
+    assert torch.allclose(decoded, dequantize(q).double(), rtol=2**-20, atol=0)

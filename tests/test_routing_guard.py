@@ -1,5 +1,7 @@
 """Invalid routing: classification, the generic guard, the device-side counter and how MoELayer reports it."""
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -9,6 +11,7 @@ from moe_core import quant
 from moe_core.config import MoEConfig, ParallelConfig
 from moe_core.layer import MoELayer
 from moe_core.presets import random_inputs, random_layer
+from moe_core.reference.kernel import ReferenceKernel
 from moe_core.registry import Registry
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
@@ -148,7 +151,35 @@ def test_check_robustness_on_the_reference_backend():
     assert by_case[("unquantized", "NaN token")] == "masked"
     assert by_case[("unquantized", "remote experts only (map -1)")] == "masked"
     assert ("fp8-tensor-dyn", "10 garbage routings") in by_case
-    assert all(r["after"] == 0.0 for r in records)  # the reference against itself after every case
+
+
+class StickyKernel(ReferenceKernel):
+    """The reference, except that after it has seen a NaN input every later output is 1% off: state a bad call poisoned."""
+
+    backend_name = "sticky"
+    poisoned = False
+
+    def apply(self, x, weights, routing, **kwargs):
+        out = super().apply(x, weights, routing, **kwargs)
+        out, self.poisoned = (out * 1.01 if self.poisoned else out), self.poisoned or not torch.isfinite(x).all()
+        return out
+
+
+def test_check_robustness_catches_a_backend_that_a_bad_call_leaves_broken():
+    from moe_core import hookimpl
+    from moe_core.reference.plugin import SPEC
+
+    sticky = dataclasses.replace(SPEC, name="sticky", kernel=f"{__name__}:StickyKernel")
+
+    class Sticky:
+        @hookimpl
+        def moe_core_backends(self):
+            return [sticky]
+
+    reg = Registry(autoload=False, environ={})
+    reg.register(Sticky(), name="sticky")
+    with pytest.raises(AssertionError, match=r"sticky unquantized after \[NaN token\]: a valid call no longer matches the reference"):
+        conformance.check_robustness(reg, "sticky", device="cpu", schemes=("unquantized",))
 
 
 def test_localized_routing_maps_ids_and_zeroes_remote_pairs():

@@ -139,7 +139,13 @@ class TestPlatform:
         from moe_core.platform import detect
 
         plat = detect()
-        assert plat.kind is (DeviceKind.CUDA if torch.cuda.is_available() else DeviceKind.CPU) or plat.kind in DeviceKind
+        xpu = getattr(torch, "xpu", None)
+        if torch.cuda.is_available():
+            want = DeviceKind.ROCM if getattr(torch.version, "hip", None) else DeviceKind.CUDA
+            assert plat.capability == tuple(torch.cuda.get_device_capability())
+        else:
+            want = DeviceKind.XPU if xpu is not None and xpu.is_available() else DeviceKind.CPU
+        assert plat.kind is want
         assert not plat.simulated
 
 

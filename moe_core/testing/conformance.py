@@ -18,7 +18,8 @@ Plain functions that raise ``AssertionError`` with a message naming the backend 
   gives reasons when it says no, and every declared scheme and format is accepted somewhere
   (on some simulated platform and config), so the declaration is not a lie.
 * :func:`check_numerics`: every scheme the backend claims matches the reference backend on
-  random problems on the device at hand, within per-scheme tolerances.
+  random problems on the device at hand, within the budgets of :mod:`moe_core.numerics`; every declared
+  scheme must run at least one case.
 * :func:`check_against_reference`: one kernel call on hand-made inputs (odd sizes, empty experts,
   an expert map) against the reference kernel on the same weights.
 * :func:`check_graph_replay`: one call captured in a CUDA graph, replayed on new inputs, against
@@ -46,7 +47,7 @@ from moe_core.registry import Registry
 from moe_core.batched import combine, dispatch
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
-from moe_core.numerics import relative_error, tolerance
+from moe_core.numerics import layer_tolerance, relative_error
 from moe_core.testing.robustness import check_robustness  # noqa: F401 - part of the kit's surface
 
 def registry_with(module: str, name: str) -> Registry:
@@ -123,7 +124,7 @@ def check_against_reference(kernel_cls: type[MoEKernel], cfg: MoEConfig, scheme_
     got = kernel.apply(x, kernel.prepare_weights(raw), routing, expert_map=expert_map)
     want = oracle.apply(x, oracle.prepare_weights(raw), routing, expert_map=expert_map)
     err = relative_error(got, want)
-    assert err <= tolerance(sch.activation_key, cfg.dtype), f"{kernel_cls.__name__} {scheme_name}: rel. error {err:.3g} vs the reference"
+    assert err <= layer_tolerance(sch.activation_key, cfg), f"{kernel_cls.__name__} {scheme_name}: rel. error {err:.3g} vs the reference"
     return err
 
 
@@ -145,7 +146,7 @@ def check_graph_replay(kernel_cls: type[MoEKernel], cfg: MoEConfig, scheme_name:
     graph.replay()
     oracle = ReferenceKernel(cfg, sch.weight_key, sch.activation_key)
     err = relative_error(out, oracle.apply(x2, oracle.prepare_weights(raw), routing2))
-    assert err <= tolerance(sch.activation_key, cfg.dtype), f"{kernel_cls.__name__} {scheme_name}: graph replay rel. error {err:.3g}"
+    assert err <= layer_tolerance(sch.activation_key, cfg), f"{kernel_cls.__name__} {scheme_name}: graph replay rel. error {err:.3g}"
     assert not torch.equal(out, first), f"{kernel_cls.__name__}: the replay returned the captured call's result, not the new inputs'"
     return err
 
@@ -159,11 +160,14 @@ def check_numerics(
     configs: Iterable[MoEConfig] | None = None,
     tokens: Iterable[int] = (1, 7, 33),
     seed: int = 0,
+    expected_skips: Iterable[str] = (),
 ) -> list[dict]:
-    """Every scheme ``backend`` supports here, against the reference on random problems.
+    """Every scheme ``backend`` declares, against the reference on random problems.
 
-    Returns one record per case (scheme, tokens, error, tolerance) for reporting. Schemes whose
-    supports() says no on this platform are skipped (and listed with their reason).
+    Returns one record per case (scheme, tokens, error, tolerance) for reporting. Cases whose
+    supports() says no on this platform are skipped (and listed with their reason), but every
+    declared scheme must run at least one case (over ``configs`` and formats) unless it is named
+    in ``expected_skips``: a declaration no numeric case checked is not conformance.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     from moe_core.resolver import current_platform
@@ -198,10 +202,21 @@ def check_numerics(
                     want = oracle.apply(x, ref_weights, routing)
                 assert got.shape == want.shape and got.dtype == want.dtype, f"{backend} {sch.name}: output {got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
                 err = relative_error(got, want)
-                tol = tolerance(akey, cfg.dtype)
+                tol = layer_tolerance(akey, cfg)
                 records.append({"scheme": sch.name, "format": fmt.value, "tokens": t, "rel_err": err, "tolerance": tol})
                 assert err <= tol, f"{backend} {sch.name} {fmt.value} T={t}: relative error {err:.3g} > {tol:.3g}"
+    _assert_every_scheme_ran(backend, records, set(expected_skips))
     return records
+
+
+def _assert_every_scheme_ran(backend: str, records: list[dict], expected_skips: set[str]) -> None:
+    ran = {r["scheme"] for r in records if "rel_err" in r}
+    unchecked = sorted({r["scheme"] for r in records} - ran - expected_skips)
+    reasons = sorted({f"{r['scheme']}: {r['skipped']}" for r in records if r["scheme"] in unchecked})
+    assert not unchecked, (
+        f"{backend}: declares {unchecked} but no numeric case ran for them here ({'; '.join(reasons)}). "
+        "Pass configs and a platform where they run, or name them in expected_skips= if this platform cannot run them"
+    )
 
 
 def validation_line(records: list[dict], package: str) -> str:

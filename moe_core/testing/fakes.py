@@ -7,12 +7,15 @@ independently of the registry, so tests can check the resolver against it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
+from moe_core.config import ActivationFormat, MoEConfig
 from moe_core.dispatch.spec import DispatchSpec
 from moe_core.hookspecs import hookimpl
 from moe_core.kernel import MoEKernel
+from moe_core.platform import Platform
+from moe_core.quant import QuantScheme
 from moe_core.spec import BackendSpec, SupportQuery
 from moe_core.support import Support
 
@@ -112,3 +115,18 @@ def expected_dispatch_support(fake: FakeDispatch, query: SupportQuery) -> Suppor
     """Ground truth for a fake dispatcher: its declaration, then its rule."""
     declared = fake.spec.declared_reasons(query)
     return Support.no(*declared) if declared else fake.rule(query)
+
+
+def able_backend(fake: FakeBackend, scheme: QuantScheme, platform: Platform) -> FakeBackend:
+    """``fake`` made able to run ``scheme`` on ``platform`` in either format, with an expert map, and selected automatically."""
+    spec = replace(fake.spec, schemes=fake.spec.schemes | {scheme.keys}, devices=fake.spec.devices | {platform.kind},
+                   formats=frozenset(ActivationFormat), supports_expert_map=True, auto_select=True)
+    return replace(fake, spec=spec, min_capability=None, max_experts=None)
+
+
+def able_dispatcher(fake: FakeDispatch, config: MoEConfig, platform: Platform) -> FakeDispatch:
+    """``fake`` made able to serve ``config`` on ``platform`` (any world size and hidden size, a format the config
+    accepts) and selected automatically."""
+    fmt = ActivationFormat.BATCHED_EXPERTS if config.parallel.use_batched_activation_format else fake.spec.output_format
+    spec = replace(fake.spec, devices=fake.spec.devices | {platform.kind}, world_sizes=frozenset(), output_format=fmt, auto_select=True)
+    return replace(fake, spec=spec, max_hidden=None)

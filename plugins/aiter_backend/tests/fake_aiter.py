@@ -1,7 +1,8 @@
 """Tests only: a fake ``aiter`` whose functions have exactly the signatures recorded in the contract.
 
 Every call is bound with ``inspect.Signature.bind`` (an unknown or missing argument raises
-TypeError) and recorded. Never registered as a plugin or installed.
+TypeError) and recorded. ``fused_moe`` returns zeros and ``shuffle_weight`` its input: the fake
+checks plumbing, never numerics. Never registered as a plugin or installed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""The binding against a fake ``aiter`` built from the contract: every call binds, layouts and dtypes are right."""
+"""The binding against a fake ``aiter`` built from the contract: every call binds, layouts and dtypes are right.
+
+Plumbing only: the fake ``fused_moe`` returns zeros, so nothing here checks AITER's numerics
+(tests/test_aiter_gpu.py runs the conformance numerics on a ROCm GPU). What the binding hands
+AITER is checked against AITER's documented layout, read independently of the binding
+(:func:`aiter_reading`).
+"""
 
 import dataclasses
 import sys
@@ -72,6 +78,30 @@ def test_calls_bind_to_the_recorded_signatures_with_aiters_layouts(monkeypatch, 
     assert (tuple(call["w1_scale"].shape), tuple(call["w2_scale"].shape)) == WEIGHT_SCALE_SHAPES[scheme_name]
     static = scheme_name == "fp8-tensor"
     assert (call["a1_scale"] is not None, call["a2_scale"] is not None) == (static, static)
+
+
+def aiter_reading(weight, scale, quant_type):
+    """The float64 values AITER's fused_moe reads from an fp8 weight [E, N, K] and its scale (aiter/fused_moe.py):
+    per_Tensor one scale per expert [E, 1, 1], per_Token one per output row [E, N, 1], per_128x128 one per
+    128x128 block [E, ceil(N/128), ceil(K/128)]."""
+    s = scale.double()
+    if quant_type == "per_128x128":
+        s = s.repeat_interleave(128, 1)[:, : weight.shape[1]].repeat_interleave(128, 2)[:, :, : weight.shape[2]]
+    return weight.double() * s
+
+
+@pytest.mark.parametrize("fp8", [FNUZ, FN], ids=str)
+@pytest.mark.parametrize("scheme_name", [n for n in WANT_QUANT_TYPE if n != "unquantized"])
+def test_fused_moe_reads_the_layers_weights(monkeypatch, scheme_name, fp8):
+    """w1/w2 and their scales, read as AITER documents them, are the layer's float weights (w1: gate rows then up
+    rows) within fp8's rounding: a wrong scale layout, order or fnuz conversion reads as other numbers."""
+    fake, *_ = _run(monkeypatch, scheme_name, fp8=fp8)
+    torch.manual_seed(0)  # the float weights _layer quantized
+    w13, w2 = torch.randn(E, 2 * I, H) / 16, torch.randn(E, H, I) / 16
+    (call,) = fake.called(contract.FUSED_MOE.qualname)
+    quant_type = WANT_QUANT_TYPE[scheme_name]
+    for got, want in ((aiter_reading(call["w1"], call["w1_scale"], quant_type), w13), (aiter_reading(call["w2"], call["w2_scale"], quant_type), w2)):
+        assert ((got - want).norm() / want.norm()).item() < 2.0**-4  # e4m3: 3 mantissa bits
 
 
 def test_gelu_maps_to_aiters_gelu(monkeypatch):

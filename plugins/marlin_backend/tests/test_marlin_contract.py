@@ -1,6 +1,10 @@
 """The binding's calls against fake vLLM modules whose functions have exactly the recorded signatures.
 
 The fakes live in this test only: they are inserted into ``sys.modules`` for one test and never registered.
+Plumbing only: ``fused_marlin_moe`` returns zeros and the scale conversions stand in for vLLM's, so the
+assertions check what the binding hands vLLM (read back by :func:`gptq_codes` and the documented
+layouts, written here independently of the binding) and that it passes vLLM's results on unchanged,
+never the fakes' arithmetic. tests/test_marlin_gpu.py checks the numerics on a GPU with vLLM.
 """
 
 import sys
@@ -35,6 +39,7 @@ class FakeVllm:
     """Fake provider modules recording every call, bound to the recorded signature."""
 
     calls: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
 
     def fake(self, record, result):
         sig = record.signature()
@@ -42,7 +47,9 @@ class FakeVllm:
         def call(*args, **kwargs):
             bound = sig.bind(*args, **kwargs)  # TypeError when the binding's call does not match the record
             self.calls.append((record.name, bound.arguments))
-            return result(**bound.arguments)
+            out = result(**bound.arguments)
+            self.outputs.append((record.name, out))
+            return out
 
         call.__signature__ = sig
         return call
@@ -109,6 +116,23 @@ class FakeVllm:
     def named(self, name):
         return [args for n, args in self.calls if n == name]
 
+    def returned(self, name):
+        return [out for n, out in self.outputs if n == name]
+
+
+def gptq_codes(words: torch.Tensor, bits: int) -> torch.Tensor:
+    """GPTQ's documented packing read back: int32 [E, K * bits / 32, N] -> unsigned codes [E, K, N], code k of a
+    column in bits ``bits * (k % (32 / bits))`` of word ``k // (32 / bits)``."""
+    per_word = 32 // bits
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    return torch.stack([(w >> (bits * i)) & ((1 << bits) - 1) for i in range(per_word)], dim=2).flatten(1, 2)
+
+
+def nibbles(data: torch.Tensor) -> torch.Tensor:
+    """moe-core's documented 4-bit layout read back: uint8 [E, N, K/2] -> codes [E, N, K], element 2j in the low nibble."""
+    d = data.to(torch.int64)
+    return torch.stack((d & 15, d >> 4), dim=-1).flatten(-2)
+
 
 def run(name, monkeypatch, cfg=CFG, magnitude=1.0, edit=None):
     fake = FakeVllm()
@@ -134,9 +158,14 @@ def test_calls_bind_to_the_record_with_the_right_shapes(monkeypatch, name, bits)
     assert out.shape == (T, H) and out.dtype == torch.bfloat16
     repacks = fake.named("gptq_marlin_moe_repack")
     assert [(a["size_k"], a["size_n"]) for a in repacks] == [(H, 2 * I), (I, H)]  # w13 then w2
-    for a in repacks:
+    for a, wname in zip(repacks, ("w13", "w2")):
         assert a["num_bits"] == bits and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
         assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] * bits // 32, a["size_n"])
+        data = getattr(fake.weights, wname)
+        # vLLM's scalar types: uint4b8 = q + 8 (moe-core's symmetric nibbles already are), uint4 = the zero-point
+        # codes, uint8b128 = q + 128 for moe-core's int8 codes.
+        codes = nibbles(data) if bits == 4 else data.to(torch.int64) + 128
+        assert torch.equal(gptq_codes(a["b_q_weight"], bits), codes.transpose(1, 2))
     for a in fake.named("marlin_moe_permute_scales"):
         assert a["s"].shape == (E, a["size_k"] // 128, a["size_n"]) and a["s"].dtype == torch.bfloat16 and a["group_size"] == 128
     zero_calls = fake.named("marlin_zero_points")
@@ -176,7 +205,7 @@ def test_fp8_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, 
         assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] // 4, a["size_n"])
         # vLLM's byte packing is GPTQ packing of the raw fp8 bytes: code k in bits 8 * (k % 4) of word k // 4.
         raw = getattr(fake.weights, wname).view(torch.uint8)
-        assert torch.equal(a["b_q_weight"], gptq_pack(raw.to(torch.int64), 8))
+        assert torch.equal(gptq_codes(a["b_q_weight"], 8), raw.to(torch.int64).transpose(1, 2))
     permutes = fake.named("marlin_moe_permute_scales")
     folds = fake.named("fp8_fused_exponent_bias_into_scales")
     assert len(permutes) == len(folds) == 2
@@ -189,7 +218,8 @@ def test_fp8_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, 
         expected = scale[:, n // block_n, :].transpose(1, 2) if block_n > 1 else scale.transpose(1, 2)
         assert torch.equal(a["s"], expected.to(torch.bfloat16))
         assert fold["scales"] is a["s"]  # the fake permutation is the identity; the fold comes after it
-    assert torch.equal(prepared.w13_scale, permutes[0]["s"] * 2.0**120)
+    folded = fake.returned("fp8_fused_exponent_bias_into_scales")
+    assert prepared.w13_scale is folded[0] and prepared.w2_scale is folded[1]  # vLLM's result, unchanged
     (call,) = fake.named("fused_marlin_moe")
     assert call["quant_type_id"] == SCALAR_IDS["float8_e4m3fn"]
     assert call["w1"] is prepared.w13 and call["w1_scale"] is prepared.w13_scale and call["w2_scale"] is prepared.w2_scale
@@ -223,7 +253,7 @@ def test_fp4_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, 
         # What vLLM's prepare_moe_fp4_layer_for_marlin hands the repack: each expert's bytes as int32, transposed.
         assert torch.equal(a["b_q_weight"], torch.stack([d.view(torch.int32).T for d in data]))
         # ... which is GPTQ packing of the canonical codes: code k in bits 4 * (k % 8) of word k // 8.
-        assert torch.equal(a["b_q_weight"], gptq_pack(unsigned_codes(data, 4), 4))
+        assert torch.equal(gptq_codes(a["b_q_weight"], 4), nibbles(data).transpose(1, 2))
     permutes = fake.named("marlin_moe_permute_scales")
     assert len(permutes) == 2
     for a, wname in zip(permutes, ("w13", "w2")):
@@ -238,33 +268,24 @@ def test_fp4_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, 
         size_k, size_n = sizes[i // E]
         assert a["marlin_scales"].shape == (size_k // group, size_n) and a["marlin_scales"].dtype == dtype
         assert nvfp4 or a["input_dtype"] is None
+        scale = getattr(fake.weights, ("w13_scale", "w2_scale")[i // E])[i % E]  # this expert's [N, K/group]
+        block_value = scale.float() if nvfp4 else torch.exp2(scale.float() - 127)  # e4m3, or a biased e8m0 exponent
+        assert torch.equal(a["marlin_scales"], block_value.T.to(dtype))
     assert not fake.named("mxfp4_marlin_process_scales" if nvfp4 else "nvfp4_marlin_process_scales")
     (call,) = fake.named("fused_marlin_moe")
     assert call["quant_type_id"] == SCALAR_IDS["float4_e2m1f"]
     assert call["w1"] is prepared.w13 and call["w1_scale"] is prepared.w13_scale and call["w2_scale"] is prepared.w2_scale
     assert call["w1_zeros"] is None and call.get("input_dtype") is None
-    for wname, (size_k, size_n) in zip(("w13", "w2"), sizes):
-        marlin = getattr(prepared, f"{wname}_scale")
-        assert marlin.shape == (E, size_k // group, size_n)
-        canonical = getattr(fake.weights, f"{wname}_scale").transpose(1, 2)  # the fake permutation is the identity
-        if nvfp4:
-            assert marlin.dtype == torch.float8_e4m3fn
-            # S0E5M3 back to the scale: the byte is the top of half(scale * 2**7) without its sign bit.
-            halves = (marlin.view(torch.uint8).to(torch.int16) << 7).view(torch.float16).float() / 2**7
-            unswapped = halves.reshape(-1, 4)[:, FOUR].reshape(marlin.shape)
-            assert torch.equal(unswapped, canonical.float())
-        else:
-            assert marlin.dtype == torch.float8_e8m0fnu
-            unswapped = marlin.view(torch.uint8).reshape(-1, 4)[:, FOUR].reshape(marlin.shape)
-            assert torch.equal(unswapped, canonical)  # the same biased exponents
+    converted = fake.returned("nvfp4_marlin_process_scales" if nvfp4 else "mxfp4_marlin_process_scales")
+    for j, wname in enumerate(("w13", "w2")):  # vLLM's per-expert results, stacked and passed on unchanged
+        assert torch.equal(getattr(prepared, f"{wname}_scale"), torch.stack(converted[j * E:(j + 1) * E]))
     if nvfp4:
-        bias = 2.0**7 if dtype == torch.float16 else 2.0**119
-        for wname, arg in (("w13", "global_scale1"), ("w2", "global_scale2")):
-            g = getattr(prepared, f"{wname}_global_scale")
-            assert call[arg] is g and g.shape == (E,) and g.dtype == dtype
-            assert torch.equal(g, getattr(fake.weights, f"{wname}_global_scale").reshape(E).to(dtype) * bias)
-        (a13, a2) = fake.named("nvfp4_marlin_process_global_scale")
-        assert a13["global_scale"].shape == (E,) and a13["global_scale"].dtype == dtype
+        globals_in = fake.named("nvfp4_marlin_process_global_scale")
+        globals_out = fake.returned("nvfp4_marlin_process_global_scale")
+        for wname, arg, given_, got in zip(("w13", "w2"), ("global_scale1", "global_scale2"), globals_in, globals_out):
+            # moe-core's per-expert fp32 global scale [E, 1, 1], as one value per expert in the activation dtype
+            assert torch.equal(given_["global_scale"], getattr(fake.weights, f"{wname}_global_scale").reshape(E).to(dtype))
+            assert call[arg] is getattr(prepared, f"{wname}_global_scale") is got
     else:
         assert call["global_scale1"] is None and call["global_scale2"] is None
         assert not fake.named("nvfp4_marlin_process_global_scale")
@@ -296,16 +317,14 @@ def test_nvfp4_global_scales_that_underflow_float16_are_refused(monkeypatch):
 
 def test_fp4_words_is_gptq_packing_of_the_canonical_nibbles():
     data = torch.randint(0, 256, (2, 8, 16), dtype=torch.uint8)
-    assert torch.equal(fp4_words(data), gptq_pack(unsigned_codes(data, 4), 4))
+    assert torch.equal(gptq_codes(fp4_words(data), 4), nibbles(data).transpose(1, 2))
     with pytest.raises(ValueError, match="multiple of 8"):
         fp4_words(data[..., :6])
 
 
 def test_gptq_pack_puts_code_k_in_bits_of_word_k_div_pack():
     codes = torch.randint(0, 16, (2, 8, 16))
-    packed = gptq_pack(codes, 4).to(torch.int64) & 0xFFFFFFFF
-    back = torch.stack([(packed >> (4 * i)) & 0xF for i in range(8)], dim=2).flatten(1, 2)  # [E, K, N]
-    assert torch.equal(back.transpose(1, 2), codes)
+    assert torch.equal(gptq_codes(gptq_pack(codes, 4), 4).transpose(1, 2), codes)
     nibbles = torch.tensor([[[0x21, 0x43]]], dtype=torch.uint8)
     assert unsigned_codes(nibbles, 4).tolist() == [[[1, 2, 3, 4]]]
 
