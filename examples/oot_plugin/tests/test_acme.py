@@ -65,6 +65,10 @@ def test_conformance_kit():
     conformance.check_supports(reg, "acme")
     records = conformance.check_numerics(reg, "acme", device="cpu", platform=CPU)
     assert {r["scheme"] for r in records if "rel_err" in r} == {"unquantized", "fp8-channel"}  # numeric cases ran for both
+    only = conformance.check_numerics(reg, "acme", device="cpu", platform=CPU, tokens=(3,), schemes=["fp8-channel"])
+    assert {r["scheme"] for r in only} == {"fp8-channel"} and any("rel_err" in r for r in only)
+    with pytest.raises(AssertionError, match=r"schemes=\['int8'\] are not declared; it declares \['fp8-channel', 'unquantized'\]"):
+        conformance.check_numerics(reg, "acme", device="cpu", platform=CPU, schemes=["int8"])
 
 
 def test_a_hand_made_input_against_the_reference_and_a_wrong_kernel_caught():
