@@ -199,9 +199,12 @@ def drop_invalid_routing(
 ) -> tuple[Routing | BatchedRouting, torch.Tensor | None]:
     """Make routing safe for a kernel that does not guard itself, with torch ops (no host sync).
 
-    Invalid pairs go to expert 0 with weight 0 (they add ``0 * expert_0(x)``, zero for finite
-    outputs), expert-map entries outside [-1, local E) become -1 (remote), batched counts are
-    clamped to [0, max_tokens]; every invalid value is recorded in ``counter``.
+    Invalid pairs get weight 0 and go to a remote expert where the expert map has one, so that the
+    kernel skips them as a guarding kernel drops them (nothing of theirs reaches the output, nor the
+    scale of a per-tensor dynamic quantization of the intermediate); with no map, or every expert
+    local, they go to expert 0 (they add ``0 * expert_0(x)``, zero for finite outputs). Expert-map
+    entries outside [-1, local E) become -1 (remote), batched counts are clamped to [0, max_tokens];
+    every invalid value is recorded in ``counter``.
     """
     if isinstance(routing, BatchedRouting):
         counts, max_tokens = routing.expert_num_tokens, hidden_states.shape[1]
@@ -209,6 +212,8 @@ def drop_invalid_routing(
         return BatchedRouting(counts.clamp(0, max_tokens)), expert_map
     _, bad, offending = invalid_pairs(routing.topk_ids, config.num_experts, expert_map, config.local_num_experts)
     counter.record(offending, bad)
+    parking = 0
     if expert_map is not None:
         expert_map = torch.where((expert_map < -1) | (expert_map >= config.local_num_experts), -1, expert_map)
-    return Routing(torch.where(bad, 0, routing.topk_ids), torch.where(bad, 0, routing.topk_weights)), expert_map
+        parking = torch.argmax((expert_map == -1).to(torch.int8)).to(routing.topk_ids.dtype)  # first remote expert, else 0
+    return Routing(torch.where(bad, parking, routing.topk_ids), torch.where(bad, 0, routing.topk_weights)), expert_map

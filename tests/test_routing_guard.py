@@ -78,6 +78,8 @@ def test_generic_guard_leaves_only_valid_routing_and_counts_every_bad_pair(case)
     assert (routing.topk_weights[bad] == 0).all() and torch.equal(routing.topk_weights[~bad], weights[~bad])
     if new_map is not None:
         assert ((new_map >= -1) & (new_map < cfg.local_num_experts)).all()
+        if (new_map == -1).any():  # a dropped pair is parked on a remote expert: no kernel computes it
+            assert (new_map[routing.topk_ids[bad]] == -1).all()
     assert counter.buffer("cpu")[0].item() == int(bad.sum())
     if bad.any():
         with pytest.raises(InvalidRoutingError) as info:
