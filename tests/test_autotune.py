@@ -1,5 +1,6 @@
 """Autotuning on this machine (the CPU in CI): measuring at selection, the per-device cache, `moe-core tune`."""
 
+import dataclasses
 import json
 import multiprocessing
 
@@ -8,12 +9,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moe_core import autotune, autotune_cache
+from moe_core import autotune, autotune_cache, resolver
 from moe_core.autotune_cache import AutotuneCacheError
 from moe_core.cli import main
 from moe_core.platform import preset
 from moe_core.ranking import MeasuredWith, RankingEntry
-from moe_core.resolver import current_platform, select
+from moe_core.resolver import select
 from moe_core.selection import SelectionSource
 #: reg: a registry of wrong (priority 900, wrong output), slowpoke (300, slow above 2 tokens) and speedy (200, slow up to 2)
 from tests.test_bench_and_ranking import CFG, reg  # noqa: F401 - reg is a fixture
@@ -27,6 +28,13 @@ def _fresh(monkeypatch):
     yield
     autotune.reset()
     autotune_cache.forget()
+
+
+@pytest.fixture(autouse=True)
+def _this_machine_is_a_cpu(monkeypatch):
+    """The fake backends run on CPUs only: on a GPU machine too, this process's platform is a (real) CPU here."""
+    cpu = dataclasses.replace(preset("cpu"), simulated=False)
+    monkeypatch.setattr(resolver, "current_platform", lambda: cpu)
 
 
 @pytest.fixture
@@ -48,7 +56,7 @@ def test_bucket_holds_its_count_and_buckets_tile(tokens):
 
 
 def test_selection_measures_once_then_reuses_the_cache(reg, env, monkeypatch):
-    here = current_platform()
+    here = resolver.current_platform()
     static = select(CFG, platform=here, registry=reg, environ=env)
     assert static.name == "wrong"  # by priority
     chosen = select(CFG, platform=here, registry=reg, environ=env, num_tokens=6)
@@ -66,14 +74,14 @@ def test_selection_measures_once_then_reuses_the_cache(reg, env, monkeypatch):
 
 
 def test_wrong_backend_is_gated_out(reg, env):
-    result = autotune.measure(select(CFG, platform=current_platform(), registry=reg, environ=env).query, ["wrong", "speedy"], 4, reg,
+    result = autotune.measure(select(CFG, platform=resolver.current_platform(), registry=reg, environ=env).query, ["wrong", "speedy"], 4, reg,
                               torch.device("cpu"))
     assert result.outcomes["wrong"][0] is autotune.Outcome.FAILED and "differs from the reference" in result.outcomes["wrong"][1]
     assert result.order == ("speedy",)
 
 
 def test_budget_stops_starting_backends(reg, env):
-    query = select(CFG, platform=current_platform(), registry=reg, environ=env).query
+    query = select(CFG, platform=resolver.current_platform(), registry=reg, environ=env).query
     result = autotune.measure(query, ["slowpoke", "speedy"], 4, reg, torch.device("cpu"), budget_s=0.0)
     assert {n: o for n, (o, _) in result.outcomes.items()} == {"slowpoke": autotune.Outcome.NOT_TIMED, "speedy": autotune.Outcome.NOT_TIMED}
     assert result.order == ()
@@ -84,26 +92,26 @@ def test_no_measuring_for_a_simulated_platform_or_when_off(reg, tmp_path, monkey
     env = {"MOE_CORE_AUTOTUNE": "1", "MOE_CORE_CACHE_DIR": str(tmp_path)}
     sim = select(CFG, platform=preset("h100"), registry=reg, environ=env, num_tokens=6)
     assert sim.source is SelectionSource.PRIORITY and sim.decided_by == "by priority: no measurement for this shape"
-    off = select(CFG, platform=current_platform(), registry=reg, environ={"MOE_CORE_CACHE_DIR": str(tmp_path)}, num_tokens=6)
+    off = select(CFG, platform=resolver.current_platform(), registry=reg, environ={"MOE_CORE_CACHE_DIR": str(tmp_path)}, num_tokens=6)
     assert off.source is SelectionSource.PRIORITY
 
 
 def test_api_switch_overrides_the_environment(reg, tmp_path):
     env = {"MOE_CORE_CACHE_DIR": str(tmp_path), "MOE_CORE_DISABLE": "reference"}
     autotune.enable()
-    assert select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=3).name == "speedy"
+    assert select(CFG, platform=resolver.current_platform(), registry=reg, environ=env, num_tokens=3).name == "speedy"
     autotune.enable(False)
-    assert select(CFG, platform=current_platform(), registry=reg, environ={**env, "MOE_CORE_AUTOTUNE": "1"}, num_tokens=100).name == "wrong"
+    assert select(CFG, platform=resolver.current_platform(), registry=reg, environ={**env, "MOE_CORE_AUTOTUNE": "1"}, num_tokens=100).name == "wrong"
 
 
 def test_never_during_cuda_graph_capture(reg, env, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    monkeypatch.setattr(autotune, "measure", lambda *a, **k: pytest.fail("measured while capturing"))
-    during = select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=6)
-    assert during.name == "wrong" and during.source is SelectionSource.PRIORITY
-    monkeypatch.undo()
-    after = select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=6)  # not cached: measured now
+    with monkeypatch.context() as capturing:
+        capturing.setattr(torch.cuda, "is_available", lambda: True)
+        capturing.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+        capturing.setattr(autotune, "measure", lambda *a, **k: pytest.fail("measured while capturing"))
+        during = select(CFG, platform=resolver.current_platform(), registry=reg, environ=env, num_tokens=6)
+        assert during.name == "wrong" and during.source is SelectionSource.PRIORITY
+    after = select(CFG, platform=resolver.current_platform(), registry=reg, environ=env, num_tokens=6)  # not cached: measured now
     assert after.name == "speedy" and after.source is SelectionSource.RANKING
 
 
@@ -112,11 +120,11 @@ def test_never_during_cuda_graph_capture(reg, env, monkeypatch):
     ('{"format": "moe-core-ranking/1", "device": "cpu", "entries": [{"num_experts": 4}]}', r"entries\[0\] lacks"),
 ])
 def test_corrupt_cache_is_a_typed_error_naming_the_file(reg, env, text, problem):
-    path = autotune_cache.cache_file(current_platform().device_name, env)
+    path = autotune_cache.cache_file(resolver.current_platform().device_name, env)
     path.parent.mkdir(parents=True)
     path.write_text(text)
     with pytest.raises(AutotuneCacheError, match=rf"{path}: the autotune cache is unusable \(.*{problem}.*\)\. Delete the file"):
-        select(CFG, platform=current_platform(), registry=reg, environ=env, num_tokens=6)
+        select(CFG, platform=resolver.current_platform(), registry=reg, environ=env, num_tokens=6)
 
 
 def _writer(directory, worker, barrier):
@@ -146,7 +154,7 @@ def test_tune_command_fills_the_cache_and_explain_uses_it(tmp_path, monkeypatch,
     assert main(["tune", "--preset", "tiny", "--dtype", "float32", "--tokens", "1,4", "--budget-s", "30"]) == 0
     captured = capsys.readouterr()
     assert "[1/2] tiny unquantized T=1" in captured.err and "[2/2] tiny unquantized T=4" in captured.err
-    path = autotune_cache.cache_file(current_platform().device_name)
+    path = autotune_cache.cache_file(resolver.current_platform().device_name)
     assert f"autotune cache: {path}" in captured.out
     tokens = sorted((e.tokens_min, e.tokens_max) for e in autotune_cache.read(path).entries)
     assert tokens == [(1, 1), (3, 4)]
