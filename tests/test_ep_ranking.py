@@ -35,7 +35,7 @@ def _pair(tokens, environ=None, **parallel):
 
 def test_the_measured_fastest_eligible_dispatcher_wins_at_the_nearest_token_count():
     use_dispatch_ranking(_measured({"naive": 100.0, "packed_all_to_all": 120.0}, {"packed_all_to_all": 900.0, "naive": 1000.0}))
-    assert _pair(None).dispatcher.name == "packed_all_to_all"  # no token count: priorities
+    assert _pair(None).dispatcher.name == "all_to_all"  # no token count: priorities
     small, large = _pair(20), _pair(3000)
     assert (small.dispatcher.name, small.dispatch_source) == ("naive", SelectionSource.RANKING)
     assert large.dispatcher.name == "packed_all_to_all" and large.dispatch_source is SelectionSource.RANKING
@@ -53,7 +53,7 @@ def test_a_measured_dispatcher_that_is_not_eligible_is_skipped_and_a_request_sti
 def test_entries_of_another_world_size_or_shape_change_nothing():
     use_dispatch_ranking(_measured({"naive": 1.0}, {"naive": 1.0}, ep=4))
     got = _pair(16)
-    assert got.dispatcher.name == "packed_all_to_all" and got.dispatch_source is SelectionSource.PRIORITY
+    assert got.dispatcher.name == "all_to_all" and got.dispatch_source is SelectionSource.PRIORITY
 
 
 def test_the_file_round_trips_and_is_read_from_the_environment(tmp_path):

@@ -102,8 +102,8 @@ def test_explain_shows_both_tables_and_the_pair():
     text = pair.explain()
     assert "Dispatchers (expert-parallel size 2)" in text and "Experts backends for the standard format" in text
     assert "Experts backends for the batched_experts format" in text
-    assert "=> pair: packed_all_to_all + reference (standard)" in text
-    assert pair.to_dict()["dispatcher"] == "packed_all_to_all" and pair.to_dict()["format"] == "standard"
+    assert "=> pair: all_to_all + reference (standard)" in text
+    assert pair.to_dict()["dispatcher"] == "all_to_all" and pair.to_dict()["format"] == "standard"
 
 
 def test_batched_only_layers_pair_with_the_batched_dispatcher():
@@ -202,7 +202,7 @@ def test_moe_core_run_under_torchrun_runs_every_rank(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "=> pair: packed_all_to_all + " in result.stdout
+    assert "=> pair: all_to_all + " in result.stdout
     assert "rank 0 of 2" in result.stdout and "rank 1 of 2" in result.stdout
 
 

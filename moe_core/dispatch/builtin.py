@@ -23,7 +23,9 @@ _VALIDATION = Validation(
 
 SPECS = (
     DispatchSpec(
-        name="packed_all_to_all", family="torch_distributed", priority=250, output_format=ActivationFormat.STANDARD,
+        # Below all_to_all until its numerics and speed are recorded on GPUs: a measured dispatcher ranking
+        # (MOE_CORE_DISPATCH_RANKING_FILE, written by benchmarks/ep_gpu.py) or a request selects it meanwhile.
+        name="packed_all_to_all", family="torch_distributed", priority=190, output_format=ActivationFormat.STANDARD,
         implementation="moe_core.dispatch.packed_all_to_all:PackedAllToAllDispatcher", host_sync=False, cuda_graph_safe=True,
         devices=_DEVICES, validation=NOT_VALIDATED,
         description="each token once per rank that needs it, routing in the same row, one equal-split all_to_all_single each way",
