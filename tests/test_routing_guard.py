@@ -197,3 +197,15 @@ def test_reported_count_is_what_check_raises_and_then_zero():
     counter.record(values, (values < 0) | (values >= 8))
     assert reported_count(counter) == 2
     assert reported_count(counter) == 0  # check() reset the counter
+
+
+def test_the_error_says_what_happened_and_what_to_do():
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, 8)")
+    counter.record(torch.tensor([9, -2, 3]), torch.tensor([True, True, False]))
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.check()
+    assert str(info.value) == (
+        "routing.topk_ids: 2 value(s) outside [0, 8) were met by the GPU kernels (seen range [-2, 9]); those pairs "
+        "contributed nothing to the outputs of the calls that received them. Fix the router, or set "
+        "MOE_CORE_FULL_CHECKS=1 to raise synchronously at the offending call"
+    )
