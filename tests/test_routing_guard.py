@@ -166,18 +166,11 @@ class StickyKernel(ReferenceKernel):
 
 
 def test_check_robustness_catches_a_backend_that_a_bad_call_leaves_broken():
-    from moe_core import hookimpl
     from moe_core.reference.plugin import SPEC
-
-    sticky = dataclasses.replace(SPEC, name="sticky", kernel=f"{__name__}:StickyKernel")
-
-    class Sticky:
-        @hookimpl
-        def moe_core_backends(self):
-            return [sticky]
+    from moe_core.testing.fakes import SpecPlugin
 
     reg = Registry(autoload=False, environ={})
-    reg.register(Sticky(), name="sticky")
+    reg.register(SpecPlugin(dataclasses.replace(SPEC, name="sticky", kernel=f"{__name__}:StickyKernel")), name="sticky")
     with pytest.raises(AssertionError, match=r"sticky unquantized after \[NaN token\]: a valid call no longer matches the reference"):
         conformance.check_robustness(reg, "sticky", device="cpu", schemes=("unquantized",))
 
