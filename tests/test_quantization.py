@@ -179,8 +179,9 @@ def oracle_input(key, source_dtype, seed, specials=True):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(3, rows, cols, generator=g)
     x = x * 10.0 ** torch.randint(-2, 3, (3, rows, 1), generator=g) * 10.0 ** torch.randint(-2, 3, (1, 1, cols // 16), generator=g).repeat_interleave(16, -1)
-    x[1, :1] = 0.0  # an all-zero row: zero groups for every per-row and 1xN key
-    x[1, :, :128] = 0.0 if key.group.rows > 1 else x[1, :, :128]  # an all-zero 128x128 block
+    x[1, 0] = 0.0  # an all-zero row: zero groups for every per-row and 1xN key
+    if key.group.rows > 1:
+        x[1, :, :128] = 0.0  # all-zero 128x128 blocks
     if specials:
         x[0, 3, 5], x[0, 7, 100], x[0, 11, 200] = float("nan"), float("inf"), float("-inf")
     return x.to(source_dtype)
@@ -226,7 +227,7 @@ def test_quantize_matches_the_float64_oracle(key, source_dtype):
     x = oracle_input(key, source_dtype, seed)
     q, got, want = assert_matches_oracle(x, key)
     assert torch.isfinite(got[2]).all(), f"{key}: NaN/inf in expert 0 leaked into expert 2"
-    assert (got[1, 0] == 0).all() and (got[1, :, :128] == 0).all() if key.group.rows > 1 else (got[1, 0] == 0).all()
+    assert (got[1, 0] == 0).all() and (key.group.rows <= 1 or (got[1, :, :128] == 0).all())
 
 
 @pytest.mark.parametrize("key", [k for k in KEYS if k.dtype is not QuantDtype.FP4_E2M1 and k.symmetric], ids=str)
@@ -237,7 +238,7 @@ def test_activation_shapes_and_static_scales_match_the_oracle(key):
     assert_matches_oracle(x, key)
     static = quant_oracle.fake_quantize(x, key)["step"].float() / 4  # four times too fine: the top values saturate
     _, got, _ = assert_matches_oracle(x, key, static)
-    assert (got.abs() < x.double().abs()).any()
+    assert (got.abs() < x.double().abs() / 2).any()  # saturated at a quarter of the group's amax
 
 
 @pytest.mark.parametrize("key", [quant.kNvfp4Static, quant.kMxfp4Static, quant.kInt4StaticGroup128Sym], ids=str)
