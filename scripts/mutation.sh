@@ -22,10 +22,10 @@ TESTS[reference]="tests/test_reference.py"
 FILES[routing_guard]="moe_core/routing_guard.py"
 TESTS[routing_guard]="tests/test_routing_guard.py"
 FILES[resolver]="moe_core/resolver.py"
-TESTS[resolver]="tests/test_resolver.py tests/test_resolver_properties.py"
+TESTS[resolver]="tests/test_resolver.py tests/test_resolver_properties.py tests/test_registry.py tests/test_bench_and_ranking.py tests/parity/test_parity.py"
 FILES[pair]="moe_core/pair.py"
 TESTS[pair]="tests/test_pair_properties.py tests/test_expert_parallel.py"
-FILES[triton_host]="moe_core_triton/launch.py moe_core_triton/blocks.py moe_core_triton/configs.py"
+FILES[triton_host]="moe_core_triton/launch.py moe_core_triton/configs.py"
 TESTS[triton_host]="triton_tests/test_triton_launch.py triton_tests/test_triton_configs.py"
 
 targets=("$@")
@@ -65,7 +65,8 @@ EOF
   total=$(grep -cE ': (killed|survived|no tests|timeout|suspicious|segfault|skipped)' "$work/results.txt" || true)
   killed=$(grep -cE ': (killed|timeout|segfault)' "$work/results.txt" || true)
   echo "killed $killed of $total ($(python -c "print(f'{100 * $killed / max($total, 1):.1f}%')"))"
-  grep -E ': (survived|no tests)' "$work/results.txt" | while read -r line; do
+  grep -E ': no tests' "$work/results.txt" | sed 's/^/--- /' || true
+  grep -E ': survived' "$work/results.txt" | while read -r line; do
     name="${line%%:*}"
     echo "--- $line"
     (cd "$work" && env -u PYTHONPATH mutmut show "$name" 2>/dev/null | grep -E '^[-+][^-+]' || true)

@@ -89,22 +89,16 @@ def test_budget_is_near_the_triton_error_and_below_skipped_quantization(name, dt
 
 def test_check_numerics_fails_a_declared_scheme_no_case_ran_for():
     """A backend that supports() says no to everywhere here would otherwise pass having checked nothing."""
-    from moe_core import hookimpl
     from moe_core.platform import DeviceKind, preset
     from moe_core.reference.plugin import SPEC
     from moe_core.registry import Registry
     from moe_core.testing import conformance
+    from moe_core.testing.fakes import SpecPlugin
 
     gpu_only = dataclasses.replace(SPEC, name="gpu_only", schemes=frozenset({quant.scheme("unquantized").keys}), devices=frozenset({DeviceKind.CUDA}),
                                    kernel=f"{__name__}:GpuOnlyKernel")
-
-    class GpuOnly:
-        @hookimpl
-        def moe_core_backends(self):
-            return [gpu_only]
-
     reg = Registry(autoload=False, environ={})
-    reg.register(GpuOnly(), name="gpu_only")
+    reg.register(SpecPlugin(gpu_only), name="gpu_only")
     small = [MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.float32)]
     with pytest.raises(AssertionError, match=r"gpu_only: declares \['unquantized'\] but no numeric case ran for them here \(unquantized: .*cuda"):
         conformance.check_numerics(reg, "gpu_only", device="cpu", platform=preset("cpu"), configs=small, tokens=(2,))

@@ -100,6 +100,8 @@ def test_documented_scale_shapes(key, shape, expected):
         assert q.zero.shape == q.scale.shape and q.zero.dtype == torch.uint8
     if key.global_scale:
         assert tuple(q.global_scale.shape) == (*shape[:-2], 1, 1)
+    else:
+        assert q.global_scale is None
 
 
 def test_storage_dtypes_and_packing():
@@ -116,6 +118,7 @@ def test_e2m1_codes_round_trip_and_ties_to_even():
     values = torch.tensor([0.0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.5, -6, 7.0, 0.25, 0.75, 2.5, 5.0, -0.0])
     decoded = fp4.decode_e2m1(fp4.encode_e2m1(values))
     assert decoded.tolist() == [0.0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.5, -6, 6.0, 0.0, 1.0, 2.0, 4.0, 0.0]
+    assert fp4.encode_e2m1(torch.tensor([-0.1, -0.0, 0.0])).tolist() == [0, 0, 0]  # zero is always code 0, never -0
     codes = torch.randint(0, 16, (3, 10), dtype=torch.uint8)
     assert torch.equal(fp4.unpack_nibbles(fp4.pack_nibbles(codes)), codes)
     with pytest.raises(ValueError, match="must be even"):
@@ -139,19 +142,19 @@ def test_static_scale_is_used_and_checked():
 @pytest.mark.parametrize(
     "x,key,msg",
     [
-        (torch.ones(4, 4, dtype=torch.int32), quant.kFp8StaticTensorSym, "floating-point"),
-        (torch.ones(4), quant.kFp8StaticTensorSym, "at least 2 dimensions"),
-        (torch.ones(4, 3), quant.kInt4StaticGroup128Sym, "must be even"),
-        (torch.ones(4, 24), quant.kNvfp4Static, "multiple of 16"),
+        (torch.ones(4, 4, dtype=torch.int32), quant.kFp8StaticTensorSym, "quantize expects a floating-point tensor, got torch.int32"),
+        (torch.ones(4), quant.kFp8StaticTensorSym, r"quantize expects at least 2 dimensions \[..., R, C\], got shape \(4,\)"),
+        (torch.ones(4, 3), quant.kInt4StaticGroup128Sym, "int4 packs two values per byte: the last dimension must be even, got 3"),
+        (torch.ones(4, 24), quant.kNvfp4Static, "fp4 needs the last dimension to be a multiple of 16, got 24"),
     ],
 )
 def test_bad_inputs(x, key, msg):
-    with pytest.raises(KernelInputError, match=msg):
+    with pytest.raises(KernelInputError, match=f"^x: {msg}$"):
         quantize(x, key)
 
 
 def test_asymmetric_rejects_static_scale():
-    with pytest.raises(KernelInputError, match="asymmetric keys compute"):
+    with pytest.raises(KernelInputError, match="^scale: asymmetric keys compute their scales and zero points from the data; pass scale=None$"):
         quantize(torch.randn(2, 4, 128), quant.kInt4StaticGroup128Asym, scale=torch.ones(2, 4, 1))
 
 
@@ -176,8 +179,9 @@ def oracle_input(key, source_dtype, seed, specials=True):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(3, rows, cols, generator=g)
     x = x * 10.0 ** torch.randint(-2, 3, (3, rows, 1), generator=g) * 10.0 ** torch.randint(-2, 3, (1, 1, cols // 16), generator=g).repeat_interleave(16, -1)
-    x[1, :1] = 0.0  # an all-zero row: zero groups for every per-row and 1xN key
-    x[1, :, :128] = 0.0 if key.group.rows > 1 else x[1, :, :128]  # an all-zero 128x128 block
+    x[1, 0] = 0.0  # an all-zero row: zero groups for every per-row and 1xN key
+    if key.group.rows > 1:
+        x[1, :, :128] = 0.0  # all-zero 128x128 blocks
     if specials:
         x[0, 3, 5], x[0, 7, 100], x[0, 11, 200] = float("nan"), float("inf"), float("-inf")
     return x.to(source_dtype)
@@ -223,7 +227,7 @@ def test_quantize_matches_the_float64_oracle(key, source_dtype):
     x = oracle_input(key, source_dtype, seed)
     q, got, want = assert_matches_oracle(x, key)
     assert torch.isfinite(got[2]).all(), f"{key}: NaN/inf in expert 0 leaked into expert 2"
-    assert (got[1, 0] == 0).all() and (got[1, :, :128] == 0).all() if key.group.rows > 1 else (got[1, 0] == 0).all()
+    assert (got[1, 0] == 0).all() and (key.group.rows <= 1 or (got[1, :, :128] == 0).all())
 
 
 @pytest.mark.parametrize("key", [k for k in KEYS if k.dtype is not QuantDtype.FP4_E2M1 and k.symmetric], ids=str)
@@ -234,7 +238,7 @@ def test_activation_shapes_and_static_scales_match_the_oracle(key):
     assert_matches_oracle(x, key)
     static = quant_oracle.fake_quantize(x, key)["step"].float() / 4  # four times too fine: the top values saturate
     _, got, _ = assert_matches_oracle(x, key, static)
-    assert (got.abs() < x.double().abs()).any()
+    assert (got.abs() < x.double().abs() / 2).any()  # saturated at a quarter of the group's amax
 
 
 @pytest.mark.parametrize("key", [quant.kNvfp4Static, quant.kMxfp4Static, quant.kInt4StaticGroup128Sym], ids=str)

@@ -91,7 +91,7 @@ def tiny(**kw):
 
 
 SCHEMES = list(quant.SCHEMES)
-CASES = ["random", "one_expert", "single_token", "gelu_clamp"]
+CASES = ["random", "one_expert", "single_token", "gelu_clamp", "many_tokens"]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s.name)
@@ -100,7 +100,7 @@ def test_standard_format_matches_the_naive_loop(scheme, case):
     cfg = tiny(activation=Activation.GELU, swiglu_limit=0.5) if case == "gelu_clamp" else tiny()
     kernel, weights = make(cfg, scheme)
     g = torch.Generator().manual_seed(100 * SCHEMES.index(scheme) + CASES.index(case))
-    t = 1 if case == "single_token" else 9
+    t = {"single_token": 1, "many_tokens": 40}.get(case, 9)  # 40 tokens: more routed pairs than hidden units
     x = torch.randn(t, cfg.hidden_size, generator=g)
     routing = Routing.from_logits(torch.randn(t, cfg.num_experts, generator=g), cfg.top_k)
     if case == "one_expert":
@@ -120,12 +120,35 @@ def test_batched_format_matches_the_standard_path(scheme):
     x = torch.randn(11, cfg.hidden_size, generator=g)
     routing = Routing.from_logits(torch.randn(11, cfg.num_experts, generator=g), cfg.top_k)
     xb, brouting, layout = dispatch(x, routing, cfg.num_experts, max_tokens=12)
-    yb = kernel.apply(xb, weights, brouting)
     counts = brouting.expert_num_tokens
-    for e in range(cfg.num_experts):  # rows beyond each expert's count are zero
+    padding = torch.arange(xb.shape[1]).unsqueeze(0) >= counts.unsqueeze(1)
+    xb[padding] = 100 * torch.randn(int(padding.sum()), cfg.hidden_size, generator=g)  # rows beyond the counts are ignored
+    yb = kernel.apply(xb, weights, brouting)
+    for e in range(cfg.num_experts):  # ... and come back zero
         assert yb[e, int(counts[e]):].abs().sum() == 0
     want = naive_moe(x, weights, routing.topk_ids, routing.topk_weights, std_cfg, scheme.activation_key)
     assert rel_err(combine(yb, layout, routing), want) < TOL
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["standard", "batched"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_16_bit_layers_return_their_dtype_rounded_once(dtype, batched):
+    std_cfg = tiny(dtype=dtype)
+    cfg = dataclasses.replace(std_cfg, parallel=ParallelConfig(use_batched_activation_format=batched))
+    kernel, weights = make(cfg, quant.scheme("unquantized"))
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(7, cfg.hidden_size, generator=g).to(dtype)
+    routing = Routing.from_logits(torch.randn(7, cfg.num_experts, generator=g), cfg.top_k)
+    if batched:
+        xb, brouting, layout = dispatch(x, routing, cfg.num_experts, max_tokens=8)
+        yb = kernel.apply(xb, weights, brouting)
+        assert yb.dtype == dtype
+        got = combine(yb.float(), layout, routing)
+    else:
+        got = kernel.apply(x, weights, routing)
+        assert got.dtype == dtype
+    want = naive_moe(x, weights, routing.topk_ids, routing.topk_weights, std_cfg, None)
+    assert rel_err(got, want) < 2 * torch.finfo(dtype).eps  # float32 compute, one rounding (per pair when batched)
 
 
 def test_empty_experts_and_zero_tokens():

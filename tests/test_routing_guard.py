@@ -14,7 +14,7 @@ from moe_core.presets import random_inputs, random_layer
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.registry import Registry
 from moe_core.routing import BatchedRouting, Routing
-from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs
+from moe_core.routing_guard import InvalidRoutingError, RoutingErrorCounter, drop_invalid_routing, invalid_pairs, routing_counter
 from moe_core.testing import conformance
 from moe_core.testing.robustness import reported_count
 
@@ -168,18 +168,11 @@ class StickyKernel(ReferenceKernel):
 
 
 def test_check_robustness_catches_a_backend_that_a_bad_call_leaves_broken():
-    from moe_core import hookimpl
     from moe_core.reference.plugin import SPEC
-
-    sticky = dataclasses.replace(SPEC, name="sticky", kernel=f"{__name__}:StickyKernel")
-
-    class Sticky:
-        @hookimpl
-        def moe_core_backends(self):
-            return [sticky]
+    from moe_core.testing.fakes import SpecPlugin
 
     reg = Registry(autoload=False, environ={})
-    reg.register(Sticky(), name="sticky")
+    reg.register(SpecPlugin(dataclasses.replace(SPEC, name="sticky", kernel=f"{__name__}:StickyKernel")), name="sticky")
     with pytest.raises(AssertionError, match=r"sticky unquantized after \[NaN token\]: a valid call no longer matches the reference"):
         conformance.check_robustness(reg, "sticky", device="cpu", schemes=("unquantized",))
 
@@ -199,3 +192,53 @@ def test_reported_count_is_what_check_raises_and_then_zero():
     counter.record(values, (values < 0) | (values >= 8))
     assert reported_count(counter) == 2
     assert reported_count(counter) == 0  # check() reset the counter
+
+
+def test_the_error_says_what_happened_and_what_to_do():
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, 8)")
+    counter.record(torch.tensor([9, -2, 3]), torch.tensor([True, True, False]))
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.check()
+    assert str(info.value) == (
+        "routing.topk_ids: 2 value(s) outside [0, 8) were met by the GPU kernels (seen range [-2, 9]); those pairs "
+        "contributed nothing to the outputs of the calls that received them. Fix the router, or set "
+        "MOE_CORE_FULL_CHECKS=1 to raise synchronously at the offending call"
+    )
+
+
+@pytest.mark.parametrize(
+    "parallel,argument,valid",
+    [
+        (ParallelConfig(), "routing.topk_ids", "[0, 8)"),
+        (ParallelConfig(ep_size=2), "routing.topk_ids", "[0, 8) (expert_map entries: [-1, 4))"),
+        (ParallelConfig(use_batched_activation_format=True), "expert_num_tokens", "[0, max_tokens]"),
+    ],
+    ids=["standard", "expert-parallel", "batched"],
+)
+def test_the_counter_names_what_it_counts(parallel, argument, valid):
+    counter = routing_counter(MoEConfig(num_experts=8, top_k=2, hidden_size=32, intermediate_size=16, parallel=parallel))
+    assert (counter.argument, counter.valid) == (argument, valid)
+
+
+def test_a_counter_reports_afresh_after_check():
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, 8)")
+    counter.record(torch.tensor([9]), torch.tensor([True]))
+    with pytest.raises(InvalidRoutingError):
+        counter.check()
+    counter.record(torch.tensor([10]), torch.tensor([True]))
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.poll()
+    assert (info.value.count, info.value.smallest, info.value.largest) == (1, 10, 10)
+
+
+def test_the_generic_guard_keeps_valid_values():
+    cfg = MoEConfig(num_experts=8, top_k=2, hidden_size=32, intermediate_size=16, parallel=ParallelConfig(ep_size=2))
+    counter = routing_counter(cfg)
+    routing = Routing(torch.tensor([[0, 5], [7, 2]]), torch.ones(2, 2))
+    expert_map = torch.tensor([0, 1, 2, 3, -1, -1, -1, -1])
+    safe, safe_map = drop_invalid_routing(cfg, torch.zeros(2, 32), routing, expert_map, counter)
+    assert torch.equal(safe.topk_ids, routing.topk_ids) and torch.equal(safe_map, expert_map)
+    counts = BatchedRouting(torch.tensor([0, 3, 4], dtype=torch.int32))
+    same, _ = drop_invalid_routing(cfg, torch.zeros(3, 4, 32), counts, None, counter)
+    assert torch.equal(same.expert_num_tokens, counts.expert_num_tokens)
+    counter.check()  # a zero count and a full expert are valid: nothing counted

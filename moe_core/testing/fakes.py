@@ -46,6 +46,18 @@ class FakeBackend:
         return Support.from_reasons(reasons)
 
 
+class SpecPlugin:
+    """A plugin object serving these backend specs as they are, with no supports() rule of its own
+    (register it with ``Registry.register``)."""
+
+    def __init__(self, *specs: BackendSpec):
+        self.specs = list(specs)
+
+    @hookimpl
+    def moe_core_backends(self):
+        return self.specs
+
+
 class FakePlugin:
     """A plugin object serving a list of fake backends (register it with ``Registry.register``)."""
 

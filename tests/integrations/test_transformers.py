@@ -2,9 +2,9 @@
 
 Tolerances: float32 models compare moe-core's reference backend (float32 compute) with transformers'
 float32 eager experts, so only summation order differs; the budget is moe-core's float32 one,
-``numerics.tolerance(None, float32)`` = 1e-3 (observed ~1e-7). bfloat16 uses the 16-bit budget
-(2e-2): eager rounds every intermediate to bfloat16, the reference only its output. fp8 uses the
-fp8-activation budget (6e-2): the oracle runs the dequantized weights without activation
+``numerics.tolerance(None, float32)`` = 1.5e-5 (observed ~1e-7). bfloat16 uses the 16-bit budget
+(1.6e-2): eager rounds every intermediate to bfloat16, the reference only its output. fp8 uses
+``ORACLE_SKIPS_FP8_ACTIVATIONS`` (6e-2): the oracle runs the dequantized weights without activation
 quantization, so its model has one layer (a second layer's router would see the ~4% difference
 and may pick other experts). Expert weights are re-drawn with unit-scale outputs, and each test checks that the
 experts move the logits by far more than the tolerance, so a wrong expert output cannot pass.
@@ -206,12 +206,17 @@ def test_unsupported_activation_is_named():
         logits(model, "moe_core", TOKENS)
 
 
+#: The whole effect of the fp8 activation quantization the oracle leaves out: two e4m3 roundings of
+#: relative rms about 2^-3 / sqrt(12) each (measured 0.044 on the CPU machine, 2026-11-28).
+ORACLE_SKIPS_FP8_ACTIVATIONS = 6e-2
+
+
 @pytest.mark.parametrize("scale_fmt", ["float", "ue8m0"])
 def test_fine_grained_fp8_experts_run_as_fp8_block(scale_fmt):
     model = random_model("qwen3_moe", hidden_size=128, moe_intermediate_size=128, head_dim=32, num_hidden_layers=1)
     oracle = fine_grained_fp8(model, scale_fmt)
     want = logits(oracle, "eager", TOKENS)
-    assert relative_error(logits(model, "moe_core", TOKENS), want) < tolerance(quant.kFp8Dynamic128Sym, torch.float32)
+    assert relative_error(logits(model, "moe_core", TOKENS), want) < ORACLE_SKIPS_FP8_ACTIVATIONS
     layer = moe_core_hf.prepared_layer(experts_modules(model)[0])
     assert (layer.selection.query.weight_key, layer.selection.query.activation_key) == quant.scheme("fp8-block").keys
 
