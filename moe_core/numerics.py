@@ -13,9 +13,8 @@ error of the output relative to its norm, for a layer dtype of unit roundoff ``u
   promotions to float32 (DeepSeek-V3 technical report, section 3.3.2), so with fp8 activations
   the term is ``sqrt(K) * 2^-14``. int8 MMAs accumulate exactly in int32.
 * **flips**: the intermediate the kernel quantizes differs from the reference's by its rounding to
-  the layer dtype and by the accumulation above (relative ``d = sqrt(u^2 + accumulation^2)``). An
-  element then lands on the neighbouring code with probability about ``d / step`` and is off by one
-  step, so the rms error is ``sqrt(d * step)``,
+  the layer dtype (relative ``u``). An element then lands on the neighbouring code with
+  probability about ``u / step`` and is off by one step, so the rms error is ``sqrt(u * step)``,
   where ``step`` is the code spacing relative to a typical element: fp8 e4m3 ``2^-3`` (3 mantissa
   bits), int8 per-token ``4/127`` (amax is about 4 rms for Gaussian rows of thousands of
   elements), e2m1 ``2^-1``. The layer input is quantized from the same values on both sides and
@@ -63,10 +62,8 @@ def error_terms(activation_key: QuantKey | None, dtype: torch.dtype, reduction: 
     u = UNIT_ROUNDOFF[dtype]
     fp8_mma = activation_key is not None and activation_key.dtype is QuantDtype.FP8_E4M3
     accumulator = FP8_MMA_ACCUMULATOR if fp8_mma else FLOAT32_ACCUMULATOR
-    accumulation = math.sqrt(reduction) * accumulator
-    drift = math.hypot(u, accumulation)  # how far the kernel's intermediate is from the reference's
-    flips = 0.0 if activation_key is None else math.sqrt(drift * CODE_STEP[activation_key.dtype])
-    return {"rounding": 2 * u, "accumulation": accumulation, "flips": flips}
+    flips = 0.0 if activation_key is None else math.sqrt(u * CODE_STEP[activation_key.dtype])
+    return {"rounding": 2 * u, "accumulation": math.sqrt(reduction) * accumulator, "flips": flips}
 
 
 def tolerance(activation_key: QuantKey | None, dtype: torch.dtype, reduction: int = LONGEST_REDUCTION) -> float:
