@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from moe_core.env import CACHE_DIR
 from moe_core.errors import InvalidEnvironmentError
 
-CACHE_DIR = "MOE_CORE_CACHE_DIR"
+__all__ = ["CACHE_DIR", "cache_dir", "cache_path"]
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
