@@ -4,7 +4,8 @@ Read from the flashinfer-python 0.7.2.post1 wheel: ``flashinfer/fused_moe/api.py
 configs with ``supported(arch)`` and ``prepare_weights`` / ``prepare_activations``, the packs and
 ``MoEConfig``) and ``flashinfer/fused_moe/runners.py`` (one runner class per config, exported by
 ``flashinfer.fused_moe``). ``tests/test_flashinfer_contract.py`` checks every record against the
-installed package with ``inspect.signature``, so a FlashInfer upgrade that moves them fails there.
+installed package with ``inspect.signature``, so a FlashInfer upgrade that moves, renames or removes them, or
+adds a required parameter, fails there (an added optional one, as 0.7.4's ``swap_ab=False``, does not).
 
 Every config's ``prepare_weights`` takes FlashInfer's canonical layout: ``w1`` [E, 2I, H] with rows
 **[up; gate]** and ``w2`` [E, H, I] (moe-core's w13 is [gate; up]: the binding swaps the halves).

@@ -30,6 +30,34 @@ def _params(fn) -> tuple[str, ...]:
     return tuple(p for p in inspect.signature(fn).parameters if p not in ("self", "cls"))
 
 
+def _extends(fn, recorded: tuple[str, ...]) -> bool:
+    """True when ``fn`` takes the recorded parameters in their order and everything else it added is optional
+    and cannot take a positional argument meant for a recorded one (keyword-only, or after the last recorded)."""
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "cls")]
+    if tuple(p.name for p in params if p.name in recorded) != recorded:
+        return False
+    last = max((i for i, p in enumerate(params) if p.name in recorded), default=-1)
+    return all(p.default is not p.empty and (p.kind is p.KEYWORD_ONLY or i > last)
+               for i, p in enumerate(params) if p.name not in recorded)
+
+
+def _recorded(a, b, *, c=1):
+    pass
+
+
+@pytest.mark.parametrize("fn,ok", [
+    (_recorded, True),
+    (lambda a, b, *, c=1, added=None: None, True),          # a keyword-only addition with a default
+    (lambda a, b, c=1, added=None: None, True),             # a trailing optional addition
+    (lambda a, b, *, c=1, added: None, False),              # a new required parameter
+    (lambda a, added=None, b=None, *, c=1: None, False),    # an optional one that takes b's position
+    (lambda a, *, c=1: None, False),                        # a recorded parameter gone
+    (lambda b, a, *, c=1: None, False),                     # reordered
+])
+def test_extends_accepts_compatible_additions_only(fn, ok):
+    assert _extends(fn, ("a", "b", "c")) is ok
+
+
 def _kernel(backend, scheme_name):
     import moe_core_flashinfer.kernel as kernels
 
@@ -55,9 +83,10 @@ def test_binding_matches_flashinfer(backend, scheme_name, binding):
     assert runner.backend_key
     pair = (getattr(api.QuantFormat, binding.weight), getattr(api.QuantFormat, binding.activation))
     assert pair in runner.supported_quant_variants
-    assert _params(config.prepare_weights) == binding.prepare_params
+    assert _extends(config.prepare_weights, binding.prepare_params), _params(config.prepare_weights)
     if binding.activations_by:
-        assert _params(getattr(api, binding.activations_by).prepare_activations) == binding.activation_params
+        prepare_activations = getattr(api, binding.activations_by).prepare_activations
+        assert _extends(prepare_activations, binding.activation_params), _params(prepare_activations)
     assert _params(runner.__init__)[:2] == contract.RUNNER_INIT
     assert _params(runner.pack_inputs)[:2] == contract.RUNNER_PACK_INPUTS
     assert _params(runner.forward)[:2] == contract.RUNNER_FORWARD
