@@ -18,8 +18,6 @@ deterministically. :class:`~moe_core.layer.MoELayer` calls these for you (docs/r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
 import torch
 
 from moe_core.config import ActivationFormat, MoEConfig
@@ -43,12 +41,25 @@ class InvalidRoutingError(KernelInputError):
         )
 
 
-@dataclass(frozen=True)
-class _Copy:
-    """One asynchronous device-to-host copy of a counter and the event that marks its completion."""
+class HostCopy:
+    """One counter's asynchronous copies to the host: pinned memory and the CUDA event that marks the last one done."""
 
-    host: torch.Tensor
-    done: torch.cuda.Event
+    def __init__(self, device: torch.device):
+        self.host = torch.empty(3, dtype=torch.int64, pin_memory=True)
+        self.done = torch.cuda.Event()
+
+    def start(self, buf: torch.Tensor) -> None:
+        """Copy ``buf`` to the host on the current stream; never waits."""
+        self.host.copy_(buf, non_blocking=True)
+        self.done.record()
+
+    def finished(self) -> bool:
+        """Whether the last copy has landed (true before the first one)."""
+        return self.done.query()
+
+    def values(self) -> list[int]:
+        """``[count, smallest, largest]`` as of the last finished copy."""
+        return self.host.tolist()
 
 
 class RoutingErrorCounter:
@@ -63,13 +74,17 @@ class RoutingErrorCounter:
     min_interval_s = 1e-3
     #: Raised for counted values: called as ``error(argument, count, smallest, largest, valid)``.
     error: type[Exception] = InvalidRoutingError
+    #: How a device counter reaches the host without a sync (see :meth:`snapshot`).
+    host_copy: type[HostCopy] = HostCopy
+    #: Device types whose counters are read where they are: reading them waits for no GPU.
+    read_in_place: frozenset[str] = frozenset({"cpu"})
 
     def __init__(self, argument: str, valid: str):
         self.argument = argument
         self.valid = valid
         self._last_copy = -float("inf")
         self._buffers: dict[torch.device, torch.Tensor] = {}
-        self._copies: dict[torch.device, _Copy] = {}
+        self._copies: dict[torch.device, HostCopy] = {}
         self._reported: dict[torch.device, int] = {}
 
     # ------------------------------------------------------------------ device side
@@ -108,31 +123,29 @@ class RoutingErrorCounter:
             return
         self._last_copy = now
         for device, buf in self._buffers.items():
-            if device.type != "cuda":
+            if device.type in self.read_in_place:
                 continue
             copy = self._copies.get(device)
             if copy is None:
-                copy = self._copies[device] = _Copy(torch.empty(3, dtype=torch.int64, pin_memory=True), torch.cuda.Event())
-            elif not copy.done.query():
+                copy = self._copies[device] = self.host_copy(device)
+            elif not copy.finished():
                 continue
-            copy.host.copy_(buf, non_blocking=True)
-            copy.done.record()
+            copy.start(buf)
 
     def poll(self) -> None:
         """Raise :class:`InvalidRoutingError` for bad values that reached the host since the last report.
 
-        Never waits for the GPU: a copy still in flight is looked at by a later poll. CPU counters
-        are read directly.
+        Never waits for the GPU: a copy still in flight is looked at by a later poll. Counters on
+        :attr:`read_in_place` devices (the CPU) are read directly.
         """
         for device, buf in self._buffers.items():
-            if device.type == "cuda":
-                copy = self._copies.get(device)
-                if copy is None or _capturing() or not copy.done.query():
-                    continue  # nothing copied yet (a fresh event reports done), or still in flight
-                values = copy.host
-            else:
-                values = buf
-            self._raise_new(device, values.tolist())
+            if device.type in self.read_in_place:
+                self._raise_new(device, buf.tolist())
+                continue
+            copy = self._copies.get(device)
+            if copy is None or _capturing() or not copy.finished():
+                continue  # nothing copied yet, or still in flight
+            self._raise_new(device, copy.values())
 
     def check(self) -> None:
         """Synchronise with each device, raise for every unreported bad value, then reset the counter."""

@@ -242,3 +242,114 @@ def test_the_generic_guard_keeps_valid_values():
     same, _ = drop_invalid_routing(cfg, torch.zeros(3, 4, 32), counts, None, counter)
     assert torch.equal(same.expert_num_tokens, counts.expert_num_tokens)
     counter.check()  # a zero count and a full expert are valid: nothing counted
+
+
+class _HeldCopy:
+    """A host copy that lands when the test says so, as a CUDA event completes when the GPU gets there."""
+
+    made: list["_HeldCopy"] = []
+
+    def __init__(self, device):
+        self.device, self.starts, self.pending, self.landed = device, 0, None, [0, 0, 0]
+        _HeldCopy.made.append(self)
+
+    def start(self, buf):
+        self.starts += 1
+        self.pending = buf.tolist()
+
+    def land(self):
+        self.landed, self.pending = self.pending, None
+
+    def finished(self):
+        return self.pending is None
+
+    def values(self):
+        return list(self.landed)
+
+
+class _AsyncCounter(RoutingErrorCounter):
+    """The counter's GPU path on the CPU: its buffer is read only through host copies."""
+
+    host_copy = _HeldCopy
+    read_in_place = frozenset()
+    min_interval_s = 0.0
+
+
+def _async_counter(min_interval_s=0.0):
+    _HeldCopy.made.clear()
+    counter = _AsyncCounter("routing.topk_ids", "[0, 8)")
+    counter.min_interval_s = min_interval_s
+    return counter
+
+
+def _record(counter, *values):
+    t = torch.tensor(values)
+    counter.record(t, (t < 0) | (t >= 8))
+
+
+def test_poll_reads_only_a_landed_copy_and_reports_it_once():
+    counter = _async_counter()
+    _record(counter, 9, 1)
+    counter.poll()  # nothing copied yet: a poll never reads the device buffer itself
+    counter.snapshot()
+    (copy,) = _HeldCopy.made
+    assert copy.device == torch.device("cpu") and copy.starts == 1
+    counter.poll()  # still in flight
+    copy.land()
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.poll()
+    assert (info.value.count, info.value.smallest, info.value.largest) == (1, 9, 9)
+    counter.poll()  # reported once
+
+
+def test_snapshot_skips_a_copy_in_flight_and_a_later_one_reports_only_new_values():
+    counter = _async_counter()
+    _record(counter, 9)
+    counter.snapshot()
+    _record(counter, -3)
+    counter.snapshot()  # the first copy has not landed: no second copy over it
+    (copy,) = _HeldCopy.made
+    assert copy.starts == 1
+    copy.land()
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.poll()
+    assert info.value.count == 1  # what the first copy saw
+    counter.snapshot()  # the counter is cumulative: this copy also carries the value the skipped one missed
+    assert copy.starts == 2 and len(_HeldCopy.made) == 1
+    copy.land()
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.poll()
+    assert (info.value.count, info.value.smallest, info.value.largest) == (1, -3, 9)
+
+
+def test_snapshot_waits_out_its_interval_and_check_clears_it():
+    counter = _async_counter(min_interval_s=3600.0)
+    counter.snapshot()  # no counter made yet: nothing to copy
+    assert _HeldCopy.made == []
+    _record(counter, 9)
+    counter.snapshot()
+    (copy,) = _HeldCopy.made
+    copy.land()
+    counter.snapshot()  # within the interval
+    assert copy.starts == 1
+    with pytest.raises(InvalidRoutingError):
+        counter.check()  # raises what no poll reported, and resets the counter, its copies and the interval
+    counter.poll()
+    _record(counter, 10)
+    counter.snapshot()
+    assert len(_HeldCopy.made) == 2 and _HeldCopy.made[1].starts == 1
+    _HeldCopy.made[1].land()
+    with pytest.raises(InvalidRoutingError) as info:
+        counter.poll()
+    assert (info.value.count, info.value.smallest, info.value.largest) == (1, 10, 10)
+
+
+def test_counters_on_the_cpu_are_read_in_place_without_copies():
+    counter = RoutingErrorCounter("routing.topk_ids", "[0, 8)")
+    counter.host_copy = _HeldCopy
+    _HeldCopy.made.clear()
+    _record(counter, 9)
+    counter.snapshot()
+    assert _HeldCopy.made == []
+    with pytest.raises(InvalidRoutingError):
+        counter.poll()
