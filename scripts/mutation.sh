@@ -13,6 +13,7 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 children="${MUTMUT_CHILDREN:-2}"
+command -v mutmut >/dev/null || { echo "mutation.sh: mutmut not found; pip install mutmut==3.8.1 (or run with the venv's bin on PATH)" >&2; exit 2; }
 
 declare -A FILES TESTS
 FILES[quantization]="moe_core/quantization/*"
