@@ -264,6 +264,7 @@ class _HeldCopy:
         return self.pending is None
 
     def values(self):
+        assert self.finished(), "read a host copy still in flight (a GPU may be writing it)"
         return list(self.landed)
 
 
