@@ -15,6 +15,8 @@ the reference (0) and below triton (500).
 Not declared: nvfp4-w4a16 and mxfp4. Marlin runs them, but their scales need vLLM's conversions
 (nvfp4's "S0E5M3" scale bytes and exponent-biased global scale, mxfp4's e8m0 column order) that this
 plugin does not implement yet; the triton backend runs both.
+"""
+
 from __future__ import annotations
 
 import torch
