@@ -110,3 +110,31 @@ def test_zero_points_hand_worked():
     assert words.shape == (1, 1, 8) and words.dtype == torch.int32
     # Position 1 is slot 4 of word 0 (slots read positions 0, 2, 4, 6, 1, 3, 5, 7); position 8 is slot 0 of word 1.
     assert int(words[0, 0, 0]) == 5 << 16 and int(words[0, 0, 1]) == 3 and int(words[0, 0, 2:].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("name", ["w4a16-zp", "w8a16", "fp8-block-w8a16"])
+def test_prepare_weights_lays_out_the_canonical_tensors(name):
+    from moe_core.config import MoEConfig
+    from moe_core.quant import scheme
+    from moe_core.weights import quantize_experts
+    from moe_core_marlin.kernel import MarlinKernel
+
+    cfg = MoEConfig(num_experts=2, top_k=1, hidden_size=128, intermediate_size=128, dtype=torch.bfloat16)
+    keys = scheme(name).keys
+    gen = torch.Generator().manual_seed(0)
+    raw = quantize_experts(torch.randn(2, 256, 128, generator=gen), torch.randn(2, 128, 128, generator=gen), keys[0])
+    prepared = MarlinKernel(cfg, *keys).prepare_weights(raw)
+    bits = 4 if name == "w4a16-zp" else 8
+    data = raw.w2
+    if bits == 4:  # moe-core's int4: element 2j in the low nibble
+        want = torch.stack((data.to(torch.int64) & 15, data.to(torch.int64) >> 4), dim=-1).flatten(-2)
+    elif data.dtype == torch.int8:
+        want = data.to(torch.int64) + 128
+    else:
+        want = data.view(torch.uint8).to(torch.int64)
+    assert torch.equal(unpack_weights(prepared.w2, bits, 128), want)
+    scales = unpermute_scales(prepared.w2_scale, 128, 128).float()
+    if name == "fp8-block-w8a16":  # one 128 x 128 block per expert here, times Marlin's bfloat16 exponent bias
+        assert torch.equal(scales, raw.w2_scale.to(torch.bfloat16).float().reshape(2, 1, 1).expand(2, 1, 128) * 2.0**120)
+    else:
+        assert torch.equal(scales, raw.w2_scale.transpose(1, 2).to(torch.bfloat16).float())
