@@ -80,10 +80,12 @@ MOE_ALIGN_BLOCK_SIZE = OpContract(
 OPS = (MOE_WNA16_MARLIN_GEMM, MOE_ALIGN_BLOCK_SIZE)
 
 #: vLLM's ``ScalarType`` of each scheme's codes: GPTQ-style unsigned with a symmetric bias (uint4b8: q + 8,
-#: uint8b128: q + 128), AWQ-style uint4 with zero points, and float8_e4m3fn (read as 8 bits).
+#: uint8b128: q + 128), AWQ-style uint4 with zero points, float8_e4m3fn (read as 8 bits) and float4_e2m1f
+#: (4 bits; the GEMM tells nvfp4 from mxfp4 by the scales' dtype, float8_e4m3fn or float8_e8m0fnu).
 SCALAR_TYPE_BY_SCHEME = {
     "w4a16": "uint4b8", "w4a16-zp": "uint4", "w8a16": "uint8b128",
     "fp8-w8a16": "float8_e4m3fn", "fp8-block-w8a16": "float8_e4m3fn",
+    "nvfp4-w4a16": "float4_e2m1f", "mxfp4": "float4_e2m1f",
 }
 #: The fp8 schemes (weights float8_e4m3fn, scales in the activation dtype, no zero points).
 FP8_SCHEMES = ("fp8-w8a16", "fp8-block-w8a16")
@@ -93,6 +95,12 @@ SUPPORTED_GROUP_SIZES = (-1, 32, 64, 128)
 #: The MoE kernels are compiled for float8_e4m3fn weights with channelwise scales or groups of 128 only;
 #: 128x128 blocks become groups of 128 along K, each block scale repeated over its 128 output channels.
 FP8_GROUP_SIZES = (-1, 128)
+#: fp4 block sizes along K: nvfp4 scales per 16, mxfp4 per 32 (``prepare_moe_fp4_layer_for_marlin``).
+NVFP4_GROUP_SIZE = 16
+MXFP4_GROUP_SIZE = 32
+#: Marlin's MXFP4 MoE kernels with 16-bit activations are built for bfloat16 only (generate_kernels.py,
+#: read at an earlier commit of the same kernel generation; not re-read for this release).
+MXFP4_DTYPES = (torch.bfloat16,)
 #: ``check_moe_marlin_supports_layer``: hidden_size % 128 and intermediate_size % max(64, group) must be 0.
 HIDDEN_MULTIPLE = 128
 INTERMEDIATE_MIN_MULTIPLE = 64
@@ -140,4 +148,5 @@ SCALAR_TYPES = {
     "uint4": ScalarType(0, 4, False),
     "uint8b128": ScalarType(0, 8, False, bias=128),
     "float8_e4m3fn": ScalarType(4, 3, True, finite_values_only=True, nan_repr=2),
+    "float4_e2m1f": ScalarType(2, 1, True, finite_values_only=True, nan_repr=0),
 }

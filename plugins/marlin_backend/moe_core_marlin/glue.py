@@ -62,13 +62,13 @@ def workspace(device: torch.device) -> torch.Tensor:
     return torch.zeros(sms * WORKSPACE_BLOCKS_PER_SM, dtype=torch.int32, device=device)
 
 
-def gemm(ops, a, c, w, scales, zeros, sorted_ids, expert_ids, post_pad, topk_weights, *, block, top_k, mul_weights,
+def gemm(ops, a, c, w, scales, global_scale, zeros, sorted_ids, expert_ids, post_pad, topk_weights, *, block, top_k, mul_weights,
          problem: MarlinProblem, size_m, size_n, size_k, scratch):
-    """One ``moe_wna16_marlin_gemm``, arguments in the schema's order: no bias, activation scales, global
-    scale, act-order g_idx or perm; full K; no atomic adds; fp32 reduction; integer zero points;
-    the kernel's own thread tile and blocks per SM (-1)."""
+    """One ``moe_wna16_marlin_gemm``, arguments in the schema's order: no bias, no activation scales, the
+    global scale (nvfp4 only), no act-order g_idx or perm; full K; no atomic adds; fp32 reduction;
+    integer zero points; the kernel's own thread tile and blocks per SM (-1)."""
     return ops.moe_wna16_marlin_gemm(
-        a, c, w, None, scales, None, None, zeros, None, None, scratch, sorted_ids, expert_ids, post_pad, topk_weights,
+        a, c, w, None, scales, None, global_scale, zeros, None, None, scratch, sorted_ids, expert_ids, post_pad, topk_weights,
         block, top_k, mul_weights, problem.b_type_id, size_m, size_n, size_k, True, False, True, False, -1, -1, -1,
     )
 
@@ -86,12 +86,12 @@ def fused_moe(ops, x: torch.Tensor, weights, topk_ids: torch.Tensor, topk_weight
     sorted_ids, expert_ids, post_pad = align(ops, ids, block, problem.global_num_experts, expert_map)
     scratch = workspace(x.device)
     h = torch.empty((tokens * top_k, 2 * inter), dtype=x.dtype, device=x.device)
-    h = gemm(ops, x.contiguous(), h, weights.w13, weights.w13_scale, weights.w13_zero, sorted_ids, expert_ids, post_pad,
+    h = gemm(ops, x.contiguous(), h, weights.w13, weights.w13_scale, weights.w13_global_scale, weights.w13_zero, sorted_ids, expert_ids, post_pad,
              router, block=block, top_k=top_k, mul_weights=apply_router_weight_on_input, problem=problem,
              size_m=tokens, size_n=2 * inter, size_k=hidden, scratch=scratch)
     act = gated(h, problem.activation, problem.swiglu_limit)
     y = torch.zeros((tokens * top_k, hidden), dtype=x.dtype, device=x.device)
-    y = gemm(ops, act, y, weights.w2, weights.w2_scale, weights.w2_zero, sorted_ids, expert_ids, post_pad, router,
+    y = gemm(ops, act, y, weights.w2, weights.w2_scale, weights.w2_global_scale, weights.w2_zero, sorted_ids, expert_ids, post_pad, router,
              block=block, top_k=1, mul_weights=not apply_router_weight_on_input, problem=problem,
              size_m=tokens * top_k, size_n=hidden, size_k=inter, scratch=scratch)
     y = y.view(tokens, top_k, hidden)

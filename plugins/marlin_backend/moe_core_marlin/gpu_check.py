@@ -3,7 +3,7 @@
 Needs the ops library (``MOE_CORE_MARLIN_OPS_LIBRARY``, default ``out/marlin/_moe_C_stable_libtorch.abi3.so``
 when that file exists). Prints one PASS/FAIL line per check and writes ``results.json`` and the
 benchmark's output under ``$OUT/marlin`` (``out/marlin`` when OUT is unset). Checks, against moe-core's
-reference backend: every declared scheme in bfloat16 and float16 at 1, 7 and 333 tokens; all tokens on
+reference backend: every declared scheme in bfloat16 and float16 (mxfp4: bfloat16) at 1, 7 and 333 tokens; all tokens on
 two experts; an expert map; gelu and the SwiGLU clamp; CUDA-graph capture and replay; the robustness
 kit; then ``moe-core bench`` of marlin against triton. Exit status 1 when any check failed.
 """
@@ -60,6 +60,7 @@ def main() -> int:
     from moe_core.testing import conformance
     from moe_core.testing.robustness import check_robustness
     from moe_core_marlin import library, report
+    from moe_core_marlin.contract import MXFP4_DTYPES
     from moe_core_marlin.kernel import MarlinKernel
     from moe_core_marlin.plugin import SCHEMES
 
@@ -84,7 +85,7 @@ def main() -> int:
         return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in records if "rel_err" in r]
 
     for name in SCHEMES:
-        for dtype in (torch.bfloat16, torch.float16):
+        for dtype in MXFP4_DTYPES if name == "mxfp4" else (torch.bfloat16, torch.float16):
             checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: numerics(n, d))
 
     def hot_experts(name):
@@ -97,7 +98,7 @@ def main() -> int:
         emap = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32, device="cuda")
         return conformance.check_against_reference(MarlinKernel, cfg, name, *random_inputs(cfg, 77, device="cuda"), emap)
 
-    for name in ("w4a16", "w4a16-zp", "w8a16", "fp8-block-w8a16"):
+    for name in ("w4a16", "w4a16-zp", "w8a16", "fp8-block-w8a16", "nvfp4-w4a16"):
         checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: hot_experts(n))
         checks.run(f"expert map (4 of 8 experts here), {name}", lambda n=name: expert_map(n))
     for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
@@ -118,7 +119,7 @@ def main() -> int:
             raise RuntimeError(f"exit {done.returncode}: {done.stderr[-2000:]}")
         return f"{stem}.json"
 
-    for scheme_name in ("w4a16", "fp8-block-w8a16"):
+    for scheme_name in ("w4a16", "fp8-block-w8a16", "nvfp4-w4a16"):
         checks.run(f"moe-core bench marlin vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=scheme_name: bench(s, "qwen3-30b-a3b"))
     (out / "results.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                                  "library": report.lines(), "checks": checks.records}, indent=1, default=str))

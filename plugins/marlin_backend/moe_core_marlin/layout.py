@@ -7,6 +7,11 @@ and scales / zero points [E, K/group, N].
 
 fp8 weights have per-channel scales [E, N, 1] or 128x128 block scales [E, ceil(N/128), K/128];
 Marlin reads both as groups along K, [E, 1, N] or [E, K/128, N].
+
+fp4 (e2m1) weights are uint8 [E, N, K/2], element 2j in the low nibble: their codes unpack like int4
+(vLLM reads the same bytes as little-endian int32, code k in bits 4(k % 8) of word k // 8, which is
+the same order). nvfp4 scales are float8_e4m3fn [E, N, K/16], mxfp4 scales biased e8m0 exponents
+(uint8) [E, N, K/32].
 """
 
 from __future__ import annotations
@@ -45,3 +50,12 @@ def fp8_scales_by_group(scale: torch.Tensor, size_n: int, block_n: int, dtype: t
     if block_n > 1:
         by_k = by_k.repeat_interleave(block_n, dim=2)[..., :size_n]
     return by_k.to(dtype).contiguous()
+
+
+def fp4_scales_by_group(scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """nvfp4 (float8_e4m3fn) or mxfp4 (uint8 biased exponents) block scales [E, N, K/group] ->
+    [E, K/group, N] in ``dtype``, contiguous; mxfp4 exponents are read as float8_e8m0fnu first
+    (exact in bfloat16: every power of two of e8m0 except its NaN code fits)."""
+    if scale.dtype == torch.uint8:
+        scale = scale.view(torch.float8_e8m0fnu)
+    return scale.transpose(1, 2).to(dtype).contiguous()

@@ -20,7 +20,7 @@ from moe_core_marlin import contract, glue, library
 
 # Read from vllm/scalar_type.py of vLLM 0.26.0 (scalar_types.<name>.id, computed by vLLM's own code).
 VLLM_IDS = {"uint4b8": 1125899907892224, "uint4": 1125899906843648, "uint8b128": 1125899923621888,
-            "float8_e4m3fn": 2814749767172868}
+            "float8_e4m3fn": 2814749767172868, "float4_e2m1f": 562949953487106}
 
 
 def test_scalar_type_ids_match_vllm():
@@ -127,7 +127,8 @@ def layer(experts=4, hidden=32, inter=16, seed=0):
     w13, w2 = torch.randn(experts, 2 * inter, hidden, generator=gen), torch.randn(experts, hidden, inter, generator=gen)
     # Stand-ins with the packed shapes the glue reads (w13 [E, H/16, ...], w2 [E, I/16, ...]).
     packed = types.SimpleNamespace(w13=torch.zeros(experts, hidden // 16, 1), w2=torch.zeros(experts, inter // 16, 1),
-                                   w13_scale=torch.ones(1), w2_scale=torch.ones(1), w13_zero=None, w2_zero=None)
+                                   w13_scale=torch.ones(1), w2_scale=torch.ones(1), w13_zero=None, w2_zero=None,
+                                   w13_global_scale=torch.ones(experts), w2_global_scale=torch.ones(experts))
     return packed, {id(packed.w13): w13, id(packed.w2): w2}, w13, w2
 
 
@@ -167,6 +168,8 @@ def test_glue_computes_the_layer_through_the_fake_ops(activation, limit):
     assert first["b_type_id"] == second["b_type_id"] == VLLM_IDS["uint4b8"]
     assert first["topk_weights"].dtype == torch.float32 and first["is_full_k"] and not first["use_atomic_add"] and first["use_fp32_reduce"]
     assert first["b_scales"] is packed.w13_scale and second["b_q_weight"] is packed.w2
+    assert first["global_scale"] is packed.w13_global_scale and second["global_scale"] is packed.w2_global_scale
+    assert first["b_bias_or_none"] is None and first["a_scales"] is None and first["g_idx_or_none"] is None
 
 
 def test_glue_with_an_expert_map_and_router_weights_on_the_input():

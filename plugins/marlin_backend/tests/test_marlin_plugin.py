@@ -19,6 +19,8 @@ CFG = MoEConfig(num_experts=8, top_k=2, hidden_size=2048, intermediate_size=768,
 W4 = scheme("w4a16")
 FP8 = scheme("fp8-w8a16")
 FP8_BLOCK = scheme("fp8-block-w8a16")
+NVFP4_W4A16 = scheme("nvfp4-w4a16")
+MXFP4 = scheme("mxfp4")
 #: The seeds' fp8 order around marlin (FP8_ORDER in tests/parity/seed_backends.py).
 SEED_FP8_TAIL = ["triton", "triton_batched", "marlin"]
 
@@ -170,12 +172,6 @@ def test_fp8_groups_other_than_channel_or_128_are_refused():
     assert not answer.ok and "fp8 weight groups of (-1, 128) along K, not 64" in answer.explain()
 
 
-def test_fp4_is_not_declared(reg):
-    spec = reg.specs["marlin"]
-    for name in ("nvfp4-w4a16", "mxfp4", "nvfp4"):  # fp4 scale conversions not implemented; triton runs them
-        assert not spec.claims(*scheme(name).keys)
-
-
 def test_gelu_and_the_swiglu_clamp_are_applied_by_the_glue(reg):
     assert supports(reg, cfg=dataclasses.replace(CFG, activation=Activation.GELU)).ok
     assert supports(reg, cfg=dataclasses.replace(CFG, swiglu_limit=7.0)).ok
@@ -191,3 +187,89 @@ def test_on_the_real_machine_the_library_file_decides(monkeypatch):
     assert not answer.ok and "MOE_CORE_MARLIN_OPS_LIBRARY" in answer.explain() and "pip download --no-deps vllm==" in answer.explain()
     monkeypatch.setattr(library, "locate", lambda environ=None: library.LibraryLocation(library.Path("/x.so"), "test"))
     assert plugin.moe_core_supports(plugin.SPECS[0], CFG, W4.weight_key, None, machine).ok
+
+
+# fp4 weight-only: nvfp4-w4a16 and mxfp4
+
+
+def test_spec_declares_fp4_weight_only_with_the_seeds_nvfp4_rank(reg):
+    spec = reg.specs["marlin"]
+    assert spec.claims(*NVFP4_W4A16.keys) and spec.claims(*MXFP4.keys)
+    assert not spec.claims(*scheme("nvfp4").keys)  # w4a4: Marlin would skip the activation quantization
+    assert spec.priority_for(QuantFamily.NVFP4) == 950 and spec.priority_for(QuantFamily.MXFP4) == 400
+
+
+def test_nvfp4_rank_follows_the_seeds_and_the_flashinfer_steps():
+    seeds = pytest.importorskip("tests.parity.seed_backends")
+    order = seeds.NVFP4_ORDER
+    assert order.index("marlin") == order.index("vllm_cutlass") + 1 == order.index("flashinfer_cutlass") + 2
+    flashinfer = pytest.importorskip("moe_core_flashinfer.plugin")
+    cutlass = next(s for s in flashinfer.SPECS if s.name == "flashinfer_cutlass")
+    from moe_core_marlin.plugin import NVFP4_PRIORITY
+
+    assert NVFP4_PRIORITY == cutlass.priority_for(QuantFamily.NVFP4) - 2 * 10  # vllm_cutlass's step skipped
+
+
+@pytest.mark.parametrize("platform", ["h100", "a100", "l40s"])
+def test_nvfp4_w4a16_ranks_above_triton_as_the_seeds_do(reg_with_triton, platform):
+    sel = select(CFG, *NVFP4_W4A16.keys, platform=with_vllm(platform), registry=reg_with_triton, environ={})
+    assert sel.name == "marlin", sel.explain()
+    ranked = [(c.name, c.priority) for c in sel.candidates if c.name in ("marlin", "triton")]
+    assert ranked == [("marlin", 950), ("triton", 500)]
+    # Without vLLM, triton runs it; VLLM_TEST_FORCE_FP8_MARLIN (vLLM's nvfp4 selector honours it too) picks marlin.
+    assert select(CFG, *NVFP4_W4A16.keys, platform=preset(platform), registry=reg_with_triton, environ={}).name == "triton"
+    forced = select(CFG, *NVFP4_W4A16.keys, platform=with_vllm(platform), registry=reg_with_triton,
+                    environ={"MOE_CORE_COMPAT": "vllm", "VLLM_TEST_FORCE_FP8_MARLIN": "1"})
+    assert forced.name == "marlin"
+
+
+def test_mxfp4_ranks_below_triton(reg_with_triton):
+    sel = select(CFG, *MXFP4.keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={})
+    assert sel.name == "triton", sel.explain()
+    marlin = next(c for c in sel.candidates if c.name == "marlin")
+    assert marlin.priority == 400 and marlin.status.value == "runner-up"
+    no_triton = dataclasses.replace(with_vllm("a100"), packages=frozenset({"vllm"}))
+    assert select(CFG, *MXFP4.keys, platform=no_triton, registry=reg_with_triton, environ={}).name == "marlin"
+
+
+def test_mxfp4_float16_falls_to_triton_with_marlins_reason(reg_with_triton):
+    cfg = dataclasses.replace(CFG, dtype=torch.float16)
+    sel = select(cfg, *MXFP4.keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={})
+    assert sel.name == "triton" and "bfloat16 activations only, not float16" in sel.explain()
+
+
+@pytest.mark.parametrize("key, change, reason", [
+    (MXFP4, dict(dtype=torch.float16), "mxfp4 MoE kernels for bfloat16 activations only, not float16"),
+    (MXFP4, dict(dtype=torch.float32), "float16/bfloat16 activations only"),
+    (NVFP4_W4A16, dict(dtype=torch.float32), "float16/bfloat16 activations only"),
+    (NVFP4_W4A16, dict(hidden_size=2000), "hidden_size=2000 is not a multiple of 128"),
+    (MXFP4, dict(intermediate_size=736), "intermediate_size=736 is not a multiple of 64"),
+], ids=lambda v: getattr(v, "name", None))
+def test_fp4_refusals_are_sentences(reg, key, change, reason):
+    answer = supports(reg, cfg=dataclasses.replace(CFG, **change), key=key)
+    assert not answer.ok and reason in answer.explain()
+
+
+@pytest.mark.parametrize("key", [NVFP4_W4A16, MXFP4], ids=lambda k: k.name)
+def test_fp4_accepts_both_16_bit_dtypes_where_built_and_intermediate_multiples_of_64(reg, key):
+    assert supports(reg, cfg=dataclasses.replace(CFG, intermediate_size=704), key=key).ok
+    assert supports(reg, cfg=dataclasses.replace(CFG, dtype=torch.float16), key=key).ok == (key is NVFP4_W4A16)
+
+
+@pytest.mark.parametrize("key", [NVFP4_W4A16, MXFP4], ids=lambda k: k.name)
+def test_fp4_on_sm75_is_refused(reg, key):
+    answer = supports(reg, key=key, platform="t4")
+    assert not answer.ok and "needs compute capability 8.0+, this GPU is sm_75" in answer.explain()
+
+
+@pytest.mark.parametrize("key, reason", [
+    (QuantKey(QuantDtype.FP4_E2M1, GroupShape(1, 32), static=True, scale_dtype=ScaleDtype.FP8_E4M3, global_scale=True),
+     "nvfp4 weight groups of (16,) along K, not 32"),
+    (QuantKey(QuantDtype.FP4_E2M1, GroupShape(1, 16), static=True, scale_dtype=ScaleDtype.E8M0),
+     "mxfp4 weight groups of (32,) along K, not 16"),
+])
+def test_fp4_groups_other_than_the_compiled_ones_are_refused(key, reason):
+    from moe_core_marlin import plugin
+
+    answer = plugin.moe_core_supports(plugin.SPECS[0], CFG, key, None, with_vllm("h100"))
+    assert not answer.ok and reason in answer.explain()
