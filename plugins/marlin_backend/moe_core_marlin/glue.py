@@ -77,6 +77,8 @@ def fused_moe(ops, x: torch.Tensor, weights, topk_ids: torch.Tensor, topk_weight
               expert_map: torch.Tensor | None, apply_router_weight_on_input: bool) -> torch.Tensor:
     """The layer on Marlin-packed ``weights`` (w13 [E, H/16, 2I * bits/2], w2 [E, I/16, H * bits/2])."""
     tokens, hidden = x.shape
+    if tokens == 0:  # nothing to sort or multiply: no op is called
+        return torch.zeros_like(x)
     top_k = topk_ids.shape[1]
     local = weights.w13.shape[0]
     inter = weights.w2.shape[1] * 16

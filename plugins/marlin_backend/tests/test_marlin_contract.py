@@ -196,6 +196,15 @@ def test_glue_with_an_expert_map_and_router_weights_on_the_input():
     assert first["mul_topk_weights"] and not second["mul_topk_weights"]
 
 
+def test_glue_with_no_tokens_calls_no_op():
+    packed, dense, _, _ = layer()
+    ops = FakeOps(dense)
+    problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, Activation.SILU, None)
+    got = glue.fused_moe(ops, torch.zeros(0, 32), packed, torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2), problem=problem,
+                         expert_map=None, apply_router_weight_on_input=False)
+    assert got.shape == (0, 32) and ops.calls == []
+
+
 @pytest.mark.parametrize("tokens, top_k, local, total, block", [
     (1, 2, 8, 8, 8), (7, 2, 8, 8, 8), (333, 2, 8, 8, 64), (64, 8, 128, 128, 8), (4096, 8, 128, 128, 64), (40, 2, 4, 8, 16),
 ])
