@@ -31,13 +31,16 @@ DISPATCH_RANKING_FILE = "MOE_CORE_DISPATCH_RANKING_FILE"
 AUTOTUNE = "MOE_CORE_AUTOTUNE"
 #: Also where the autotune cache is read from (moe_core/autotune_cache.py), so it keys the selection cache.
 CACHE_DIR = "MOE_CORE_CACHE_DIR"
+#: The file of compiled Marlin MoE ops the marlin plugin loads (vLLM's _moe_C library); whether the file is
+#: there decides whether `marlin` can run on this machine, so it keys the selection cache.
+MARLIN_OPS_LIBRARY = "MOE_CORE_MARLIN_OPS_LIBRARY"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 #: Every variable that can change a selection: ours, then those read by compatibility modes.
 VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT, DISPATCH,
-                        DISPATCH_RANKING_FILE, AUTOTUNE, CACHE_DIR]
+                        DISPATCH_RANKING_FILE, AUTOTUNE, CACHE_DIR, MARLIN_OPS_LIBRARY]
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -1,5 +1,7 @@
-"""moe-core plugin binding vLLM's Marlin fused MoE (``fused_marlin_moe``) for weight-only schemes on CUDA.
+"""moe-core plugin running vLLM's compiled Marlin MoE GEMM for weight-only schemes on CUDA.
 
-vLLM is imported only when the backend runs (:mod:`moe_core_marlin.provider`); importing this
-plugin or selecting a backend never imports it.
+The provider is one file, vLLM's Marlin ops library, loaded at the first forward
+(:mod:`moe_core_marlin.library`); importing this plugin or selecting a backend never loads it, and
+vLLM's Python is never imported. Repacking (:mod:`moe_core_marlin.repack`) and the glue between the
+GEMMs (:mod:`moe_core_marlin.glue`) are the plugin's own.
 """

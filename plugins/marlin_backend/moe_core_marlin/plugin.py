@@ -1,5 +1,8 @@
-"""Registers `marlin`: vLLM's Marlin fused MoE for int4/int8/fp8/fp4 weight-only schemes, CUDA sm80+.
+"""Registers `marlin`: vLLM's compiled Marlin MoE GEMM for int4/int8/fp8/fp4 weight-only schemes, CUDA sm80+.
 
+The provider is one file, vLLM's Marlin ops library (:mod:`moe_core_marlin.library`); weight repacking
+and the glue are this plugin's own. On the real machine the backend is supported only where that file
+is found; a simulated platform stands for a machine with it when it lists the ``vllm`` package.
 LoRA is refused by the declaration (``supports_lora=False``), with the core's reason.
 
 Priority: the seeds rank Marlin as the lowest CUDA fp8 backend (FP8_ORDER in
@@ -21,13 +24,13 @@ from __future__ import annotations
 
 import torch
 
-from moe_core.config import Activation
-from moe_core.hookspecs import backend_hooks
+from moe_core.hookspecs import backend_hooks, hookimpl
 from moe_core.platform import DeviceKind
 from moe_core.quant import QuantDtype, QuantFamily, scheme
 from moe_core.spec import NOT_VALIDATED, BackendSpec
 from moe_core.support import Support
 
+from moe_core_marlin import library
 from moe_core_marlin.contract import (
     FP8_GROUP_SIZES, HIDDEN_MULTIPLE, INTERMEDIATE_MIN_MULTIPLE, MXFP4_DTYPES, MXFP4_GROUP_SIZE, NVFP4_GROUP_SIZE,
     SCALAR_TYPE_BY_SCHEME, SUPPORTED_GROUP_SIZES,
@@ -47,9 +50,9 @@ SPECS = [
         name="marlin", family="marlin", priority=400,
         family_priorities={QuantFamily.FP8: FP8_PRIORITY, QuantFamily.NVFP4: NVFP4_PRIORITY, QuantFamily.MXFP4: MXFP4_PRIORITY},
         schemes=[scheme(s) for s in SCHEMES], kernel="moe_core_marlin.kernel:MarlinKernel",
-        devices=frozenset({DeviceKind.CUDA}), requires=frozenset({"vllm"}),
-        supports_lora=False, applies_swiglu_clamp=False, supports_expert_map=True,
-        description="vLLM's Marlin fused MoE (CUDA sm80+; int4/int8/fp8/nvfp4/mxfp4 weight-only, 16-bit activations)",
+        devices=frozenset({DeviceKind.CUDA}),
+        supports_lora=False, applies_swiglu_clamp=True, supports_expert_map=True,
+        description="vLLM's compiled Marlin MoE GEMM with this plugin's repacking and glue (CUDA sm80+; int4/int8/fp8/nvfp4/mxfp4 weight-only, 16-bit activations)",
         validation=NOT_VALIDATED,
     ),
 ]
@@ -64,28 +67,47 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
         reasons.append(f"vLLM's Marlin MoE needs compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]}+, this GPU is {have}; use the reference backend")
     if config.dtype not in (torch.float16, torch.bfloat16):
         reasons.append(f"Marlin computes in float16/bfloat16 activations only, not {config.dtype_name}; set the layer dtype to one of them")
-    if config.activation is not Activation.SILU:
-        reasons.append(f"Marlin's fused MoE applies silu only, not {config.activation.value}")
     group = weight_key.group.cols if weight_key is not None else -1
-    dtype = weight_key.dtype if weight_key is not None else None
-    if dtype is QuantDtype.FP4_E2M1:
-        nvfp4 = weight_key.global_scale
-        kind, allowed = ("nvfp4", (NVFP4_GROUP_SIZE,)) if nvfp4 else ("mxfp4", (MXFP4_GROUP_SIZE,))
-        if not nvfp4 and config.dtype in (torch.float16, torch.bfloat16) and config.dtype not in MXFP4_DTYPES:
-            reasons.append(f"vLLM builds Marlin's mxfp4 MoE kernels for bfloat16 activations only, not {config.dtype_name}; "
-                           "set the layer dtype to bfloat16")
-    elif dtype is QuantDtype.FP8_E4M3:
-        kind, allowed = "fp8", FP8_GROUP_SIZES
-    else:
-        kind, allowed = None, SUPPORTED_GROUP_SIZES
+    kind, allowed = _group_rule(weight_key)
+    if kind == "mxfp4 weight " and config.dtype in (torch.float16, torch.bfloat16) and config.dtype not in MXFP4_DTYPES:
+        reasons.append(f"vLLM builds Marlin's mxfp4 MoE kernels for bfloat16 activations only, not {config.dtype_name}; "
+                       "set the layer dtype to bfloat16")
     if group not in allowed:
-        reasons.append(f"Marlin supports {kind + ' weight ' if kind else 'weight '}groups of {allowed} along K, not {group}")
+        reasons.append(f"Marlin supports {kind}groups of {allowed} along K, not {group}")
     if config.hidden_size % HIDDEN_MULTIPLE:
         reasons.append(f"hidden_size={config.hidden_size} is not a multiple of {HIDDEN_MULTIPLE}, which Marlin's MoE tiles need; pad it")
     multiple = max(INTERMEDIATE_MIN_MULTIPLE, group)
     if config.intermediate_size % multiple:
         reasons.append(f"intermediate_size={config.intermediate_size} is not a multiple of {multiple} (Marlin's tile and the weight group size); pad it")
+    reasons += _library_reasons(platform)
     return Support.from_reasons(reasons)
+
+
+def _group_rule(weight_key) -> tuple[str, tuple[int, ...]]:
+    """(what the weights are, the group sizes along K Marlin's kernels are built for)."""
+    dtype = weight_key.dtype if weight_key is not None else None
+    if dtype is QuantDtype.FP4_E2M1:
+        return ("nvfp4 weight ", (NVFP4_GROUP_SIZE,)) if weight_key.global_scale else ("mxfp4 weight ", (MXFP4_GROUP_SIZE,))
+    if dtype is QuantDtype.FP8_E4M3:
+        return "fp8 weight ", FP8_GROUP_SIZES
+    return "weight ", SUPPORTED_GROUP_SIZES
+
+
+def _library_reasons(platform) -> list[str]:
+    """The ops library: on the real machine the file must be found; a simulated one lists the vllm package."""
+    if platform.simulated:
+        return [] if platform.has_package("vllm") else ["vllm not importable on this simulated platform (it stands for the Marlin ops library)"]
+    if not platform.is_cuda() or library.locate() is not None:
+        return []
+    return [library.missing_reason()]
+
+
+@hookimpl
+def moe_core_doctor():
+    """Which Marlin ops library this machine would load, its vLLM version, and the ops it registers."""
+    from moe_core_marlin import report
+
+    return report.lines()
 
 
 moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)

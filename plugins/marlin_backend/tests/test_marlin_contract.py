@@ -1,338 +1,213 @@
-"""The binding's calls against fake vLLM modules whose functions have exactly the recorded signatures.
+"""The binding's contract with vLLM's Marlin ops library, on the CPU, without vLLM.
 
-The fakes live in this test only: they are inserted into ``sys.modules`` for one test and never registered.
-Plumbing only: ``fused_marlin_moe`` returns zeros and the scale conversions stand in for vLLM's, so the
-assertions check what the binding hands vLLM (read back by :func:`gptq_codes` and the documented
-layouts, written here independently of the binding) and that it passes vLLM's results on unchanged,
-never the fakes' arithmetic. tests/test_marlin_gpu.py checks the numerics on a GPU with vLLM.
+The schema checks use torch's own schema parser. The glue tests run against a FAKE ops namespace, for
+plumbing only: the fake's align and GEMM are dense torch written here from the ops' documented
+meaning (not Marlin's arithmetic), so they check which arguments reach which schema position and
+that the glue's activation, router weights and top-k sum are right. Marlin's numerics need the GPU
+(python -m moe_core_marlin.gpu_check).
 """
 
 import sys
 import types
-from dataclasses import dataclass, field
-
-import dataclasses
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from moe_core.config import MoEConfig
-from moe_core.errors import KernelInputError
-from moe_core.provider import FunctionContract
-from moe_core.quant import scheme
-from moe_core.routing import Routing
-from moe_core.weights import quantize_experts
-from moe_core_marlin import contract
-from moe_core_marlin.kernel import MarlinKernel
-from moe_core_marlin.layout import fp4_words, gptq_pack, unsigned_codes
-from moe_core_marlin.provider import MarlinUnavailableError
+from moe_core.config import Activation
+from moe_core.env import MARLIN_OPS_LIBRARY
+from moe_core_marlin import contract, glue, library
 
-E, H, I, T, K_TOP = 4, 128, 128, 5, 2
-CFG = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, dtype=torch.bfloat16)
-SCALAR_IDS = {"uint4b8": 11, "uint4": 12, "uint8b128": 13, "float8_e4m3fn": 14, "float4_e2m1f": 15}
-#: Marlin's fp4 scale layout swaps the middle two of every four columns (a self-inverse permutation).
-FOUR = [0, 2, 1, 3]
+# Read from vllm/scalar_type.py of vLLM 0.26.0 (scalar_types.<name>.id, computed by vLLM's own code).
+VLLM_IDS = {"uint4b8": 1125899907892224, "uint4": 1125899906843648, "uint8b128": 1125899923621888,
+            "float8_e4m3fn": 2814749767172868, "float4_e2m1f": 562949953487106}
 
 
-@dataclass
-class FakeVllm:
-    """Fake provider modules recording every call, bound to the recorded signature."""
-
-    calls: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-
-    def fake(self, record, result):
-        sig = record.signature()
-
-        def call(*args, **kwargs):
-            bound = sig.bind(*args, **kwargs)  # TypeError when the binding's call does not match the record
-            self.calls.append((record.name, bound.arguments))
-            out = result(**bound.arguments)
-            self.outputs.append((record.name, out))
-            return out
-
-        call.__signature__ = sig
-        return call
-
-    def install(self, monkeypatch):
-        def repack(b_q_weight, perm, size_k, size_n, num_bits, **_):
-            return torch.zeros((b_q_weight.shape[0], size_k // 16, size_n * num_bits // 2), dtype=torch.int32)
-
-        def zero_points(zp, size_k, size_n, num_bits, **_):
-            return torch.zeros((size_k, size_n * num_bits // 32), dtype=torch.int32)
-
-        def pack_fp8(fp8_tensor, size_k_first=True):
-            # What vLLM's helper computes for size_k_first=False: the [N, K] bytes read as int32 [N, K/4].
-            assert fp8_tensor.dtype == torch.float8_e4m3fn and fp8_tensor.ndim == 2 and not size_k_first
-            return fp8_tensor.contiguous().view(torch.int32)
-
-        def fold_exponent_bias(scales):
-            # 2**(target exponent bits - 1) - 2**(4 - 1): 8 for float16, 120 for bfloat16, in the scales' dtype.
-            bias = {torch.float16: 8, torch.bfloat16: 120}[scales.dtype]
-            return scales * torch.full_like(scales, 2.0) ** bias
-
-        def nvfp4_scales(marlin_scales):
-            # vLLM's conversion to "S0E5M3", written from its description: half, columns [0, 2, 1, 3] in fours,
-            # times 2**7, the sign bit shifted out, the high byte of each half kept as a float8_e4m3fn byte.
-            assert marlin_scales.ndim == 2 and marlin_scales.dtype in (torch.float16, torch.bfloat16)
-            rows = marlin_scales.shape[0]
-            half = marlin_scales.to(torch.float16).reshape(-1, 4)[:, FOUR].reshape(rows, -1)
-            shifted = (half * 2.0**7).view(torch.int16) << 1
-            return shifted.view(torch.float8_e4m3fn)[:, 1::2].contiguous()
-
-        def mxfp4_scales(marlin_scales, input_dtype=None):
-            assert marlin_scales.ndim == 2 and input_dtype is None  # 16-bit activations only here
-            rows = marlin_scales.shape[0]
-            return marlin_scales.reshape(-1, 4)[:, FOUR].reshape(rows, -1).to(torch.float8_e8m0fnu)
-
-        def nvfp4_global_scale(global_scale):
-            assert global_scale.dtype in (torch.float16, torch.bfloat16)  # as vLLM's helper asserts
-            target = 5 if global_scale.dtype == torch.float16 else 8
-            return global_scale * 2.0 ** (2 ** (target - 1) - 2 ** (2 - 1) - 7)
-
-        modules = {
-            contract.GPTQ_MARLIN_MOE_REPACK: repack,
-            contract.MARLIN_MOE_PERMUTE_SCALES: lambda s, **_: s,
-            contract.MARLIN_ZERO_POINTS: zero_points,
-            contract.FUSED_MARLIN_MOE: lambda hidden_states, **_: torch.zeros_like(hidden_states),
-            contract.PACK_FP8_TO_INT32: pack_fp8,
-            contract.FP8_FUSED_EXPONENT_BIAS_INTO_SCALES: fold_exponent_bias,
-            contract.NVFP4_MARLIN_PROCESS_SCALES: nvfp4_scales,
-            contract.MXFP4_MARLIN_PROCESS_SCALES: mxfp4_scales,
-            contract.NVFP4_MARLIN_PROCESS_GLOBAL_SCALE: nvfp4_global_scale,
-        }
-        assert set(modules) == set(contract.READ_AT), "every recorded function has a fake"
-        for record, result in modules.items():
-            module = sys.modules.get(record.module)
-            if not isinstance(module, types.ModuleType) or not getattr(module, "__fake__", False):
-                module = types.ModuleType(record.module)
-                module.__fake__ = True
-                monkeypatch.setitem(sys.modules, record.module, module)
-            setattr(module, record.name, self.fake(record, result))
-        scalar_module = types.ModuleType(contract.SCALAR_TYPES_MODULE)
-        setattr(scalar_module, contract.SCALAR_TYPES_ATTR, types.SimpleNamespace(**{n: types.SimpleNamespace(id=i) for n, i in SCALAR_IDS.items()}))
-        monkeypatch.setitem(sys.modules, contract.SCALAR_TYPES_MODULE, scalar_module)
-
-    def named(self, name):
-        return [args for n, args in self.calls if n == name]
-
-    def returned(self, name):
-        return [out for n, out in self.outputs if n == name]
+def test_scalar_type_ids_match_vllm():
+    assert {name: t.id for name, t in contract.SCALAR_TYPES.items()} == VLLM_IDS
+    assert set(contract.SCALAR_TYPE_BY_SCHEME.values()) == set(VLLM_IDS)
 
 
-def gptq_codes(words: torch.Tensor, bits: int) -> torch.Tensor:
-    """GPTQ's documented packing read back: int32 [E, K * bits / 32, N] -> unsigned codes [E, K, N], code k of a
-    column in bits ``bits * (k % (32 / bits))`` of word ``k // (32 / bits)``."""
-    per_word = 32 // bits
-    w = words.to(torch.int64) & 0xFFFFFFFF
-    return torch.stack([(w >> (bits * i)) & ((1 << bits) - 1) for i in range(per_word)], dim=2).flatten(1, 2)
+def test_recorded_schemas_parse_and_name_the_arguments_the_glue_passes():
+    gemm = [a.name for a in contract.MOE_WNA16_MARLIN_GEMM.parsed().arguments]
+    assert len(gemm) == 29 and gemm[:3] == ["a", "c_or_none", "b_q_weight"] and gemm[-3:] == ["thread_k", "thread_n", "blocks_per_sm"]
+    align = [a.name for a in contract.MOE_ALIGN_BLOCK_SIZE.parsed().arguments]
+    assert align == ["topk_ids", "num_experts", "block_size", "sorted_token_ids", "experts_ids", "num_tokens_post_pad", "maybe_expert_map"]
 
 
-def nibbles(data: torch.Tensor) -> torch.Tensor:
-    """moe-core's documented 4-bit layout read back: uint8 [E, N, K/2] -> codes [E, N, K], element 2j in the low nibble."""
-    d = data.to(torch.int64)
-    return torch.stack((d & 15, d >> 4), dim=-1).flatten(-2)
+def namespace(schemas):
+    """A stand-in for torch.ops._moe_C: ``<op>.default._schema`` for each given schema text."""
+    ns = types.SimpleNamespace()
+    for name, text in schemas.items():
+        setattr(ns, name, types.SimpleNamespace(default=types.SimpleNamespace(_schema=torch._C.parse_schema(f"_moe_C::{text}"))))
+    return ns
 
 
-def run(name, monkeypatch, cfg=CFG, magnitude=1.0, edit=None):
-    fake = FakeVllm()
-    fake.install(monkeypatch)
-    keys = scheme(name).keys
-    gen = torch.Generator().manual_seed(0)
-    w13, w2 = torch.randn(E, 2 * I, H, generator=gen) * magnitude, torch.randn(E, H, I, generator=gen) * magnitude
-    weights = quantize_experts(w13, w2, keys[0])
-    if edit is not None:
-        weights = edit(weights)
-    kernel = MarlinKernel(cfg, *keys)
-    prepared = kernel.prepare_weights(weights)
-    fake.weights = weights
-    x = torch.randn(T, H, generator=gen).to(cfg.dtype)
-    routing = Routing(topk_ids=torch.randint(0, E, (T, K_TOP), generator=gen), topk_weights=torch.rand(T, K_TOP, generator=gen))
-    out = kernel.apply(x, prepared, routing)
-    return fake, prepared, out
+def test_a_library_with_the_recorded_schemas_is_accepted_and_a_different_one_refused():
+    recorded = {op.name: op.schema for op in contract.OPS}
+    assert library.schema_mismatches(namespace(recorded)) == []
+    # The same schema with the Tensor! written as Tensor(a!) is the same contract.
+    aliased = dict(recorded, moe_align_block_size=recorded["moe_align_block_size"].replace("Tensor! sorted", "Tensor(a!) sorted"))
+    assert library.schema_mismatches(namespace(aliased)) == []
+    older = dict(recorded, moe_wna16_marlin_gemm=recorded["moe_wna16_marlin_gemm"].replace(", int thread_k, int thread_n, int blocks_per_sm", ""))
+    (problem,) = library.schema_mismatches(namespace(older))
+    assert problem.startswith("_moe_C::moe_wna16_marlin_gemm is registered as")
+    del recorded["moe_align_block_size"]
+    assert library.schema_mismatches(namespace(recorded)) == ["_moe_C::moe_align_block_size is not registered"]
 
 
-@pytest.mark.parametrize("name, bits", [("w4a16", 4), ("w4a16-zp", 4), ("w8a16", 8)])
-def test_calls_bind_to_the_record_with_the_right_shapes(monkeypatch, name, bits):
-    fake, prepared, out = run(name, monkeypatch)
-    assert out.shape == (T, H) and out.dtype == torch.bfloat16
-    repacks = fake.named("gptq_marlin_moe_repack")
-    assert [(a["size_k"], a["size_n"]) for a in repacks] == [(H, 2 * I), (I, H)]  # w13 then w2
-    for a, wname in zip(repacks, ("w13", "w2")):
-        assert a["num_bits"] == bits and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
-        assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] * bits // 32, a["size_n"])
-        data = getattr(fake.weights, wname)
-        # vLLM's scalar types: uint4b8 = q + 8 (moe-core's symmetric nibbles already are), uint4 = the zero-point
-        # codes, uint8b128 = q + 128 for moe-core's int8 codes.
-        codes = nibbles(data) if bits == 4 else data.to(torch.int64) + 128
-        assert torch.equal(gptq_codes(a["b_q_weight"], bits), codes.transpose(1, 2))
-    for a in fake.named("marlin_moe_permute_scales"):
-        assert a["s"].shape == (E, a["size_k"] // 128, a["size_n"]) and a["s"].dtype == torch.bfloat16 and a["group_size"] == 128
-    zero_calls = fake.named("marlin_zero_points")
-    assert len(zero_calls) == (2 * E if name == "w4a16-zp" else 0)
-    for a in zero_calls:
-        assert a["zp"].dtype == torch.int32 and a["zp"].shape == (a["size_k"], a["size_n"]) and a["num_bits"] == bits
-    (call,) = fake.named("fused_marlin_moe")
-    assert call["w1"] is prepared.w13 and call["w2"] is prepared.w2
-    assert call["quant_type_id"] == SCALAR_IDS[contract.SCALAR_TYPE_BY_SCHEME[name]]
-    assert call["topk_weights"].dtype == torch.float32 and call["topk_ids"].dtype == torch.int32
-    assert call["activation"] == "silu" and call["global_num_experts"] == E
-    assert (call["w1_zeros"] is None) == (name != "w4a16-zp")
+def test_the_library_is_found_from_the_variable_or_in_an_installed_vllm_without_importing_it(tmp_path, monkeypatch):
+    given = tmp_path / "ops.so"
+    given.write_bytes(b"")
+    assert library.locate({MARLIN_OPS_LIBRARY: str(given)}).path == given
+    assert library.locate({MARLIN_OPS_LIBRARY: str(tmp_path / "absent.so")}) is None
+    assert f"{MARLIN_OPS_LIBRARY}={tmp_path / 'absent.so'} is not a file" in library.missing_reason({MARLIN_OPS_LIBRARY: str(tmp_path / "absent.so")})
+    package = tmp_path / "site" / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise RuntimeError('vLLM was imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    assert library.locate({}) is None  # the package holds no library
+    (package / contract.LIBRARY_FILE).write_bytes(b"")
+    found = library.locate({})
+    assert found.path == package / contract.LIBRARY_FILE and found.source == "installed vLLM" and "vllm" not in sys.modules
 
 
-def test_every_record_names_the_commit_it_was_read_from():
-    records = [v for v in vars(contract).values() if isinstance(v, FunctionContract)]
-    assert set(records) == set(contract.READ_AT)
-    assert all(len(commit) == 40 and int(commit, 16) >= 0 for commit in contract.READ_AT.values())
-    assert contract.READ_AT[contract.PACK_FP8_TO_INT32] == contract.VLLM_MARLIN_FP8_UTILS_COMMIT
+def test_without_the_library_the_message_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(library, "locate", lambda environ=None: None)
+    with pytest.raises(library.MarlinUnavailableError, match=r"pip download --no-deps vllm==0\.26\.0.*unzip"):
+        library.ops()
 
 
-@pytest.mark.parametrize("name, group, block_n", [("fp8-w8a16", -1, 1), ("fp8-block-w8a16", 128, 128)])
-def test_fp8_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, group, block_n):
-    fake, prepared, out = run(name, monkeypatch)
-    assert out.shape == (T, H) and out.dtype == torch.bfloat16
-    sizes = [(H, 2 * I), (I, H)]  # (size_k, size_n): w13 then w2
-    packs = fake.named("pack_fp8_to_int32")
-    assert len(packs) == 2 * E
-    for i, a in enumerate(packs):
-        size_k, size_n = sizes[i // E]
-        assert a["fp8_tensor"].dtype == torch.float8_e4m3fn and a["fp8_tensor"].shape == (size_n, size_k)
-        assert a["size_k_first"] is False
-    repacks = fake.named("gptq_marlin_moe_repack")
-    assert [(a["size_k"], a["size_n"]) for a in repacks] == sizes
-    for a, wname in zip(repacks, ("w13", "w2")):
-        assert a["num_bits"] == 8 and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
-        assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] // 4, a["size_n"])
-        # vLLM's byte packing is GPTQ packing of the raw fp8 bytes: code k in bits 8 * (k % 4) of word k // 4.
-        raw = getattr(fake.weights, wname).view(torch.uint8)
-        assert torch.equal(gptq_codes(a["b_q_weight"], 8), raw.to(torch.int64).transpose(1, 2))
-    permutes = fake.named("marlin_moe_permute_scales")
-    folds = fake.named("fp8_fused_exponent_bias_into_scales")
-    assert len(permutes) == len(folds) == 2
-    for a, fold, wname in zip(permutes, folds, ("w13", "w2")):
-        size_k, size_n = a["size_k"], a["size_n"]
-        groups = 1 if group == -1 else size_k // 128
-        assert a["s"].shape == (E, groups, size_n) and a["s"].dtype == torch.bfloat16 and a["group_size"] == group
-        scale = getattr(fake.weights, f"{wname}_scale")  # canonical: [E, N, 1] or [E, N/128, K/128]
-        n = torch.arange(size_n)
-        expected = scale[:, n // block_n, :].transpose(1, 2) if block_n > 1 else scale.transpose(1, 2)
-        assert torch.equal(a["s"], expected.to(torch.bfloat16))
-        assert fold["scales"] is a["s"]  # the fake permutation is the identity; the fold comes after it
-    folded = fake.returned("fp8_fused_exponent_bias_into_scales")
-    assert prepared.w13_scale is folded[0] and prepared.w2_scale is folded[1]  # vLLM's result, unchanged
-    (call,) = fake.named("fused_marlin_moe")
-    assert call["quant_type_id"] == SCALAR_IDS["float8_e4m3fn"]
-    assert call["w1"] is prepared.w13 and call["w1_scale"] is prepared.w13_scale and call["w2_scale"] is prepared.w2_scale
-    assert call["w1_zeros"] is None and call["w2_zeros"] is None and call.get("input_dtype") is None  # 16-bit activations: no fp8 input quantization
+class FakeOps:
+    """Dense torch stand-ins for the two ops, bound by the recorded schemas' argument names (plumbing only)."""
+
+    def __init__(self, dense):
+        self.dense = dense  # id(packed weight) -> dense [E, N, K] float32
+        self.calls = []
+
+    def _bind(self, op, args):
+        names = [a.name for a in op.parsed().arguments]
+        assert len(args) == len(names), f"{op.name}: {len(args)} arguments, the schema has {len(names)}"
+        return dict(zip(names, args))
+
+    def moe_align_block_size(self, *args):
+        a = self._bind(contract.MOE_ALIGN_BLOCK_SIZE, args)
+        ids, block, emap = a["topk_ids"].flatten().long(), a["block_size"], a["maybe_expert_map"]
+        rows, experts, pos = [], [], 0
+        for e in range(a["num_experts"]):
+            local = e if emap is None else int(emap[e])
+            pairs = (ids == e).nonzero().flatten().tolist()
+            if local < 0 or not pairs:
+                continue
+            pairs += [ids.numel()] * (-len(pairs) % block)
+            rows += pairs
+            experts += [local] * (len(pairs) // block)
+        a["sorted_token_ids"][: len(rows)] = torch.tensor(rows, dtype=torch.int32)
+        a["experts_ids"][: len(experts)] = torch.tensor(experts, dtype=torch.int32)
+        a["num_tokens_post_pad"][0] = len(rows)
+        self.calls.append(("align", a))
+
+    def moe_wna16_marlin_gemm(self, *args):
+        a = self._bind(contract.MOE_WNA16_MARLIN_GEMM, args)
+        self.calls.append(("gemm", a))
+        w, c, top_k = self.dense[id(a["b_q_weight"])], a["c_or_none"], a["top_k"]
+        block = a["moe_block_size"]
+        for b in range(int(a["num_tokens_past_padded"][0]) // block):
+            e = int(a["expert_ids"][b])
+            for row in a["sorted_token_ids"][b * block:(b + 1) * block].tolist():
+                if row < a["size_m"] * top_k:
+                    out = a["a"][row // top_k].float() @ w[e].T
+                    c[row] = (out * a["topk_weights"].flatten()[row] if a["mul_topk_weights"] else out).to(c.dtype)
+        return c
 
 
-def test_fp8_scales_that_overflow_float16_after_the_exponent_fold_are_refused(monkeypatch):
-    cfg = MoEConfig(num_experts=E, top_k=K_TOP, hidden_size=H, intermediate_size=I, dtype=torch.float16)
-    run("fp8-w8a16", monkeypatch, cfg=cfg)  # ordinary scales fit: amax / 448 * 2**8
-    with pytest.raises(KernelInputError, match="overflows torch.float16"):
-        run("fp8-w8a16", monkeypatch, cfg=cfg, magnitude=1e5)  # scales ~ 1e3 * 2**8 > 65504
+def layer(experts=4, hidden=32, inter=16, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    w13, w2 = torch.randn(experts, 2 * inter, hidden, generator=gen), torch.randn(experts, hidden, inter, generator=gen)
+    # Stand-ins with the packed shapes the glue reads (w13 [E, H/16, ...], w2 [E, I/16, ...]).
+    packed = types.SimpleNamespace(w13=torch.zeros(experts, hidden // 16, 1), w2=torch.zeros(experts, inter // 16, 1),
+                                   w13_scale=torch.ones(1), w2_scale=torch.ones(1), w13_zero=None, w2_zero=None,
+                                   w13_global_scale=torch.ones(experts), w2_global_scale=torch.ones(experts))
+    return packed, {id(packed.w13): w13, id(packed.w2): w2}, w13, w2
 
 
-FP4_CASES = [("nvfp4-w4a16", torch.bfloat16), ("nvfp4-w4a16", torch.float16), ("mxfp4", torch.bfloat16)]
+def expected(x, ids, weights, w13, w2, activation, limit, emap=None):
+    """The layer written out token by token, from the definition."""
+    out = torch.zeros(x.shape, dtype=torch.float32)
+    for t in range(x.shape[0]):
+        for k in range(ids.shape[1]):
+            e = int(ids[t, k])
+            local = e if emap is None else int(emap[e])
+            if local < 0:
+                continue
+            h = x[t].float() @ w13[local].T
+            gate, up = h[: h.numel() // 2], h[h.numel() // 2:]
+            if limit is not None:
+                gate, up = torch.clamp(gate, max=limit), torch.clamp(up, -limit, limit)
+            act = (F.silu(gate) if activation is Activation.SILU else F.gelu(gate)) * up
+            out[t] += weights[t, k] * (act @ w2[local].T)
+    return out
 
 
-@pytest.mark.parametrize("name, dtype", FP4_CASES, ids=lambda v: str(v).replace("torch.", ""))
-def test_fp4_calls_bind_to_the_record_with_the_right_layouts(monkeypatch, name, dtype):
-    cfg = dataclasses.replace(CFG, dtype=dtype)
-    nvfp4 = name == "nvfp4-w4a16"
-    group = 16 if nvfp4 else 32
-    fake, prepared, out = run(name, monkeypatch, cfg=cfg)
-    assert out.shape == (T, H) and out.dtype == dtype
-    sizes = [(H, 2 * I), (I, H)]  # (size_k, size_n): w13 then w2
-    repacks = fake.named("gptq_marlin_moe_repack")
-    assert [(a["size_k"], a["size_n"]) for a in repacks] == sizes
-    for a, wname in zip(repacks, ("w13", "w2")):
-        assert a["num_bits"] == 4 and a["perm"].shape == (E, 0) and a["perm"].dtype == torch.int32
-        assert a["b_q_weight"].dtype == torch.int32 and a["b_q_weight"].shape == (E, a["size_k"] // 8, a["size_n"])
-        data = getattr(fake.weights, wname)  # canonical uint8 [E, N, K/2], element 2j in the low nibble
-        # What vLLM's prepare_moe_fp4_layer_for_marlin hands the repack: each expert's bytes as int32, transposed.
-        assert torch.equal(a["b_q_weight"], torch.stack([d.view(torch.int32).T for d in data]))
-        # ... which is GPTQ packing of the canonical codes: code k in bits 4 * (k % 8) of word k // 8.
-        assert torch.equal(gptq_codes(a["b_q_weight"], 4), nibbles(data).transpose(1, 2))
-    permutes = fake.named("marlin_moe_permute_scales")
-    assert len(permutes) == 2
-    for a, wname in zip(permutes, ("w13", "w2")):
-        size_k, size_n = a["size_k"], a["size_n"]
-        assert a["group_size"] == group and a["s"].shape == (E, size_k // group, size_n) and a["s"].dtype == dtype
-        scale = getattr(fake.weights, f"{wname}_scale")  # [E, N, K/group]: e4m3 or biased e8m0 exponents
-        expected = scale.float() if nvfp4 else torch.exp2(scale.float() - 127)
-        assert torch.equal(a["s"], expected.transpose(1, 2).to(dtype))
-    processed = fake.named("nvfp4_marlin_process_scales" if nvfp4 else "mxfp4_marlin_process_scales")
-    assert len(processed) == 2 * E
-    for i, a in enumerate(processed):
-        size_k, size_n = sizes[i // E]
-        assert a["marlin_scales"].shape == (size_k // group, size_n) and a["marlin_scales"].dtype == dtype
-        assert nvfp4 or a["input_dtype"] is None
-        scale = getattr(fake.weights, ("w13_scale", "w2_scale")[i // E])[i % E]  # this expert's [N, K/group]
-        block_value = scale.float() if nvfp4 else torch.exp2(scale.float() - 127)  # e4m3, or a biased e8m0 exponent
-        assert torch.equal(a["marlin_scales"], block_value.T.to(dtype))
-    assert not fake.named("mxfp4_marlin_process_scales" if nvfp4 else "nvfp4_marlin_process_scales")
-    (call,) = fake.named("fused_marlin_moe")
-    assert call["quant_type_id"] == SCALAR_IDS["float4_e2m1f"]
-    assert call["w1"] is prepared.w13 and call["w1_scale"] is prepared.w13_scale and call["w2_scale"] is prepared.w2_scale
-    assert call["w1_zeros"] is None and call.get("input_dtype") is None
-    converted = fake.returned("nvfp4_marlin_process_scales" if nvfp4 else "mxfp4_marlin_process_scales")
-    for j, wname in enumerate(("w13", "w2")):  # vLLM's per-expert results, stacked and passed on unchanged
-        assert torch.equal(getattr(prepared, f"{wname}_scale"), torch.stack(converted[j * E:(j + 1) * E]))
-    if nvfp4:
-        globals_in = fake.named("nvfp4_marlin_process_global_scale")
-        globals_out = fake.returned("nvfp4_marlin_process_global_scale")
-        for wname, arg, given_, got in zip(("w13", "w2"), ("global_scale1", "global_scale2"), globals_in, globals_out):
-            # moe-core's per-expert fp32 global scale [E, 1, 1], as one value per expert in the activation dtype
-            assert torch.equal(given_["global_scale"], getattr(fake.weights, f"{wname}_global_scale").reshape(E).to(dtype))
-            assert call[arg] is getattr(prepared, f"{wname}_global_scale") is got
-    else:
-        assert call["global_scale1"] is None and call["global_scale2"] is None
-        assert not fake.named("nvfp4_marlin_process_global_scale")
+@pytest.mark.parametrize("activation, limit", [(Activation.SILU, None), (Activation.GELU, None), (Activation.SILU, 0.5)])
+def test_glue_computes_the_layer_through_the_fake_ops(activation, limit):
+    packed, dense, w13, w2 = layer()
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 32, generator=gen)
+    ids = torch.randint(0, 4, (5, 2), generator=gen)
+    weights = torch.rand(5, 2, generator=gen)
+    ops = FakeOps(dense)
+    problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, activation, limit)
+    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=None, apply_router_weight_on_input=False)
+    torch.testing.assert_close(got, expected(x, ids, weights, w13, w2, activation, limit), rtol=1e-5, atol=1e-5)
+    first, second = [a for kind, a in ops.calls if kind == "gemm"]
+    assert (first["size_m"], first["size_n"], first["size_k"], first["top_k"]) == (5, 32, 32, 2)
+    assert (second["size_m"], second["size_n"], second["size_k"], second["top_k"]) == (10, 32, 16, 1)
+    assert not first["mul_topk_weights"] and second["mul_topk_weights"]
+    assert first["b_type_id"] == second["b_type_id"] == VLLM_IDS["uint4b8"]
+    assert first["topk_weights"].dtype == torch.float32 and first["is_full_k"] and not first["use_atomic_add"] and first["use_fp32_reduce"]
+    assert first["b_scales"] is packed.w13_scale and second["b_q_weight"] is packed.w2
+    assert first["global_scale"] is packed.w13_global_scale and second["global_scale"] is packed.w2_global_scale
+    assert first["b_bias_or_none"] is None and first["a_scales"] is None and first["g_idx_or_none"] is None
 
 
-def test_nvfp4_subnormal_block_scales_are_refused(monkeypatch):
-    def tiny(weights):  # one e4m3 subnormal block scale (2**-8): Marlin's S0E5M3 form cannot hold it
-        scale = weights.w2_scale.clone()
-        scale[1, 3, 2] = torch.tensor(2.0**-8).to(torch.float8_e4m3fn)
-        return dataclasses.replace(weights, w2_scale=scale)
-
-    with pytest.raises(KernelInputError, match=r"1 nvfp4 block scale\(s\) are negative or below 2\*\*-6"):
-        run("nvfp4-w4a16", monkeypatch, edit=tiny)
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_nvfp4_global_scales_that_leave_the_dtype_after_the_bias_are_refused(monkeypatch, dtype):
-    cfg = dataclasses.replace(CFG, dtype=dtype)
-    run("nvfp4-w4a16", monkeypatch, cfg=cfg, magnitude=1e5)  # global ~ 4.5e5 / 2688 ~ 170: * 2**7 or * 2**119 fits
-    with pytest.raises(KernelInputError, match=f"leaves the {dtype} range"):
-        run("nvfp4-w4a16", monkeypatch, cfg=cfg, magnitude=1e6)  # ~ 1.7e3: past 65504 / 2**7 and 2**128 / 2**119
-
-
-def test_nvfp4_global_scales_that_underflow_float16_are_refused(monkeypatch):
-    with pytest.raises(KernelInputError, match="leaves the torch.float16 range"):
-        run("nvfp4-w4a16", monkeypatch, cfg=dataclasses.replace(CFG, dtype=torch.float16), magnitude=1e-5)  # ~ 2e-9 -> 0
-    run("nvfp4-w4a16", monkeypatch, magnitude=1e-5)  # bfloat16 holds it
-
-
-def test_fp4_words_is_gptq_packing_of_the_canonical_nibbles():
-    data = torch.randint(0, 256, (2, 8, 16), dtype=torch.uint8)
-    assert torch.equal(gptq_codes(fp4_words(data), 4), nibbles(data).transpose(1, 2))
-    with pytest.raises(ValueError, match="multiple of 8"):
-        fp4_words(data[..., :6])
+def test_glue_with_an_expert_map_and_router_weights_on_the_input():
+    packed, dense, w13, w2 = layer(experts=2)
+    emap = torch.tensor([-1, 0, -1, 1], dtype=torch.int32)  # 4 global experts, 2 here
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(7, 32, generator=gen)
+    ids = torch.randint(0, 4, (7, 1), generator=gen)
+    weights = torch.rand(7, 1, generator=gen)
+    ops = FakeOps(dense)
+    problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4"].id, 4, Activation.SILU, None)
+    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=emap, apply_router_weight_on_input=True)
+    # Weights on the input scale GEMM1's rows before the activation (top_k = 1), not the output.
+    want = torch.zeros(7, 32)
+    for t in range(7):
+        local = int(emap[ids[t, 0]])
+        if local >= 0:
+            h = (weights[t, 0] * x[t]) @ w13[local].T
+            want[t] = (F.silu(h[:16]) * h[16:]) @ w2[local].T
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    (align,) = [a for kind, a in ops.calls if kind == "align"]
+    assert align["maybe_expert_map"] is emap and align["num_experts"] == 4
+    first, second = [a for kind, a in ops.calls if kind == "gemm"]
+    assert first["mul_topk_weights"] and not second["mul_topk_weights"]
 
 
-def test_gptq_pack_puts_code_k_in_bits_of_word_k_div_pack():
-    codes = torch.randint(0, 16, (2, 8, 16))
-    assert torch.equal(gptq_codes(gptq_pack(codes, 4), 4).transpose(1, 2), codes)
-    nibbles = torch.tensor([[[0x21, 0x43]]], dtype=torch.uint8)
-    assert unsigned_codes(nibbles, 4).tolist() == [[[1, 2, 3, 4]]]
+def test_glue_with_no_tokens_calls_no_op():
+    packed, dense, _, _ = layer()
+    ops = FakeOps(dense)
+    problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, Activation.SILU, None)
+    got = glue.fused_moe(ops, torch.zeros(0, 32), packed, torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2), problem=problem,
+                         expert_map=None, apply_router_weight_on_input=False)
+    assert got.shape == (0, 32) and ops.calls == []
 
 
-def test_typed_error_when_vllm_is_absent(monkeypatch):
-    for record in (contract.GPTQ_MARLIN_MOE_REPACK, contract.FUSED_MARLIN_MOE):
-        monkeypatch.setitem(sys.modules, record.module, None)
-    keys = scheme("w4a16").keys
-    weights = quantize_experts(torch.randn(E, 2 * I, H), torch.randn(E, H, I), keys[0])
-    with pytest.raises(MarlinUnavailableError, match="pip install vllm"):
-        MarlinKernel(CFG, *keys).prepare_weights(weights)
+@pytest.mark.parametrize("tokens, top_k, local, total, block", [
+    (1, 2, 8, 8, 8), (7, 2, 8, 8, 8), (333, 2, 8, 8, 64), (64, 8, 128, 128, 8), (4096, 8, 128, 128, 64), (40, 2, 4, 8, 16),
+])
+def test_block_size_follows_the_average_rows_per_expert(tokens, top_k, local, total, block):
+    # Smallest of 8, 16, 32, 48, 64 with ceil(tokens * local / total) * top_k / local / size < 0.9, else 64.
+    assert glue.block_size_m(tokens, top_k, local, total) == block

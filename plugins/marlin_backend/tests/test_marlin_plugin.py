@@ -52,7 +52,7 @@ def test_conformance(reg):
 
 def test_spec_declares_weight_only_schemes_and_no_validation(reg):
     spec = reg.specs["marlin"]
-    assert spec.family == "marlin" and spec.requires == {"vllm"} and not spec.validation.validated
+    assert spec.family == "marlin" and not spec.validation.validated
     assert spec.claims(W4.weight_key, None) and spec.claims(*scheme("w4a16-zp").keys) and spec.claims(*scheme("w8a16").keys)
     assert not spec.claims(*scheme("w8a16-zp").keys)  # vLLM's Marlin has no uint8 + zero-point type
 
@@ -89,7 +89,6 @@ def test_supports_on_presets(reg, name, ok, reason):
 
 @pytest.mark.parametrize("change, reason", [
     (dict(dtype=torch.float32), "float16/bfloat16 activations only"),
-    (dict(activation=Activation.GELU), "silu only"),
     (dict(hidden_size=2000), "hidden_size=2000 is not a multiple of 128"),
     (dict(intermediate_size=704), "intermediate_size=704 is not a multiple of 128"),
 ])
@@ -150,7 +149,6 @@ def test_fp8_ranks_below_triton_as_the_seeds_do(reg_with_triton, key):
     (FP8_BLOCK, dict(intermediate_size=704), "intermediate_size=704 is not a multiple of 128"),
     (FP8, dict(hidden_size=2000), "hidden_size=2000 is not a multiple of 128"),
     (FP8, dict(dtype=torch.float32), "float16/bfloat16 activations only"),
-    (FP8_BLOCK, dict(activation=Activation.GELU), "silu only"),
 ], ids=lambda v: getattr(v, "name", None))
 def test_fp8_refusals_are_sentences(reg, key, change, reason):
     answer = supports(reg, cfg=dataclasses.replace(CFG, **change), key=key)
@@ -172,6 +170,23 @@ def test_fp8_groups_other_than_channel_or_128_are_refused():
     key = QuantKey(QuantDtype.FP8_E4M3, GroupShape(1, 64), static=True)
     answer = plugin.moe_core_supports(plugin.SPECS[0], CFG, key, None, with_vllm("h100"))
     assert not answer.ok and "fp8 weight groups of (-1, 128) along K, not 64" in answer.explain()
+
+
+def test_gelu_and_the_swiglu_clamp_are_applied_by_the_glue(reg):
+    assert supports(reg, cfg=dataclasses.replace(CFG, activation=Activation.GELU)).ok
+    assert supports(reg, cfg=dataclasses.replace(CFG, swiglu_limit=7.0)).ok
+
+
+def test_on_the_real_machine_the_library_file_decides(monkeypatch):
+    from moe_core.platform import DeviceKind, Platform
+    from moe_core_marlin import library, plugin
+
+    machine = Platform(DeviceKind.CUDA, (9, 0), "NVIDIA H100 80GB HBM3")  # not simulated, no vllm package
+    monkeypatch.setattr(library, "locate", lambda environ=None: None)
+    answer = plugin.moe_core_supports(plugin.SPECS[0], CFG, W4.weight_key, None, machine)
+    assert not answer.ok and "MOE_CORE_MARLIN_OPS_LIBRARY" in answer.explain() and "pip download --no-deps vllm==" in answer.explain()
+    monkeypatch.setattr(library, "locate", lambda environ=None: library.LibraryLocation(library.Path("/x.so"), "test"))
+    assert plugin.moe_core_supports(plugin.SPECS[0], CFG, W4.weight_key, None, machine).ok
 
 
 # fp4 weight-only: nvfp4-w4a16 and mxfp4
@@ -229,7 +244,6 @@ def test_mxfp4_float16_falls_to_triton_with_marlins_reason(reg_with_triton):
     (NVFP4_W4A16, dict(dtype=torch.float32), "float16/bfloat16 activations only"),
     (NVFP4_W4A16, dict(hidden_size=2000), "hidden_size=2000 is not a multiple of 128"),
     (MXFP4, dict(intermediate_size=736), "intermediate_size=736 is not a multiple of 64"),
-    (NVFP4_W4A16, dict(activation=Activation.GELU), "silu only"),
 ], ids=lambda v: getattr(v, "name", None))
 def test_fp4_refusals_are_sentences(reg, key, change, reason):
     answer = supports(reg, cfg=dataclasses.replace(CFG, **change), key=key)

@@ -1,0 +1,17 @@
+"""``python -m moe_core_marlin``: this plugin's part of ``moe-core doctor`` (which ops library, its version, its ops)."""
+
+from __future__ import annotations
+
+import sys
+
+from moe_core_marlin import report
+
+
+def main() -> int:
+    for line in report.lines():
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

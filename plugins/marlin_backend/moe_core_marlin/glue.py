@@ -1,0 +1,102 @@
+"""The fused MoE around Marlin's GEMM: align, GEMM1, gated activation, GEMM2 with router weights, top-k sum.
+
+``ops`` is ``torch.ops._moe_C`` of the loaded library (:func:`moe_core_marlin.library.ops`); the calls
+follow the recorded schemas of :mod:`moe_core_marlin.contract` positionally, in their order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from moe_core.config import Activation
+from moe_core_marlin.contract import BLOCK_FILL, BLOCK_SIZES_M, WORKSPACE_BLOCKS_PER_SM
+
+
+@dataclass(frozen=True)
+class MarlinProblem:
+    """What the two GEMMs need besides the tensors: the codes' scalar-type id and the layer's activation."""
+
+    b_type_id: int
+    global_num_experts: int
+    activation: Activation
+    swiglu_limit: float | None
+
+
+def block_size_m(tokens: int, top_k: int, local_experts: int, global_experts: int) -> int:
+    """The smallest row block whose average fill per local expert stays below :data:`BLOCK_FILL`, else the largest."""
+    rows_per_expert = -(-tokens * local_experts // global_experts) * top_k / local_experts
+    return next((size for size in BLOCK_SIZES_M if rows_per_expert / size < BLOCK_FILL), BLOCK_SIZES_M[-1])
+
+
+def align(ops, topk_ids: torch.Tensor, block: int, global_experts: int, expert_map: torch.Tensor | None):
+    """(sorted_token_ids, expert_ids, num_tokens_post_pad): the (token, k) pairs, sorted by expert into blocks.
+
+    With an expert map, pairs of experts not on this rank are left out and expert ids are local.
+    """
+    pairs = topk_ids.numel()
+    padded = pairs + global_experts * (block - 1)
+    if pairs < global_experts:
+        padded = min(pairs * block, padded)
+    device = topk_ids.device
+    sorted_ids = torch.empty(padded, dtype=torch.int32, device=device)
+    expert_ids = torch.empty(-(-padded // block), dtype=torch.int32, device=device)
+    post_pad = torch.empty(1, dtype=torch.int32, device=device)
+    ops.moe_align_block_size(topk_ids, global_experts, block, sorted_ids, expert_ids, post_pad, expert_map)
+    return sorted_ids, expert_ids, post_pad
+
+
+def gated(h: torch.Tensor, activation: Activation, swiglu_limit: float | None) -> torch.Tensor:
+    """act(gate) * up for h = [gate | up]; with a SwiGLU limit, gate <= limit and |up| <= limit first."""
+    gate, up = h.chunk(2, dim=-1)
+    if swiglu_limit is not None:
+        gate, up = gate.clamp(max=swiglu_limit), up.clamp(-swiglu_limit, swiglu_limit)
+    return (F.silu(gate) if activation is Activation.SILU else F.gelu(gate)) * up
+
+
+def workspace(device: torch.device) -> torch.Tensor:
+    """Zeroed int32 locks, :data:`WORKSPACE_BLOCKS_PER_SM` per SM of ``device``."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+    return torch.zeros(sms * WORKSPACE_BLOCKS_PER_SM, dtype=torch.int32, device=device)
+
+
+def gemm(ops, a, c, w, scales, global_scale, zeros, sorted_ids, expert_ids, post_pad, topk_weights, *, block, top_k, mul_weights,
+         problem: MarlinProblem, size_m, size_n, size_k, scratch):
+    """One ``moe_wna16_marlin_gemm``, arguments in the schema's order: no bias, no activation scales, the
+    global scale (nvfp4 only), no act-order g_idx or perm; full K; no atomic adds; fp32 reduction;
+    integer zero points; the kernel's own thread tile and blocks per SM (-1)."""
+    return ops.moe_wna16_marlin_gemm(
+        a, c, w, None, scales, None, global_scale, zeros, None, None, scratch, sorted_ids, expert_ids, post_pad, topk_weights,
+        block, top_k, mul_weights, problem.b_type_id, size_m, size_n, size_k, True, False, True, False, -1, -1, -1,
+    )
+
+
+def fused_moe(ops, x: torch.Tensor, weights, topk_ids: torch.Tensor, topk_weights: torch.Tensor, *, problem: MarlinProblem,
+              expert_map: torch.Tensor | None, apply_router_weight_on_input: bool) -> torch.Tensor:
+    """The layer on Marlin-packed ``weights`` (w13 [E, H/16, 2I * bits/2], w2 [E, I/16, H * bits/2])."""
+    tokens, hidden = x.shape
+    if tokens == 0:  # nothing to sort or multiply: no op is called
+        return torch.zeros_like(x)
+    top_k = topk_ids.shape[1]
+    local = weights.w13.shape[0]
+    inter = weights.w2.shape[1] * 16
+    block = block_size_m(tokens, top_k, local, problem.global_num_experts)
+    ids = topk_ids.to(torch.int32)
+    router = topk_weights.float().contiguous()
+    sorted_ids, expert_ids, post_pad = align(ops, ids, block, problem.global_num_experts, expert_map)
+    scratch = workspace(x.device)
+    h = torch.empty((tokens * top_k, 2 * inter), dtype=x.dtype, device=x.device)
+    h = gemm(ops, x.contiguous(), h, weights.w13, weights.w13_scale, weights.w13_global_scale, weights.w13_zero, sorted_ids, expert_ids, post_pad,
+             router, block=block, top_k=top_k, mul_weights=apply_router_weight_on_input, problem=problem,
+             size_m=tokens, size_n=2 * inter, size_k=hidden, scratch=scratch)
+    act = gated(h, problem.activation, problem.swiglu_limit)
+    y = torch.zeros((tokens * top_k, hidden), dtype=x.dtype, device=x.device)
+    y = gemm(ops, act, y, weights.w2, weights.w2_scale, weights.w2_global_scale, weights.w2_zero, sorted_ids, expert_ids, post_pad, router,
+             block=block, top_k=1, mul_weights=not apply_router_weight_on_input, problem=problem,
+             size_m=tokens * top_k, size_n=hidden, size_k=inter, scratch=scratch)
+    y = y.view(tokens, top_k, hidden)
+    if expert_map is not None:  # rows of pairs on other ranks were never written: they hold the zeros above
+        y = torch.where((expert_map[topk_ids.long()] >= 0).unsqueeze(-1), y, torch.zeros((), dtype=y.dtype, device=y.device))
+    return y.sum(dim=1, dtype=torch.float32).to(x.dtype)
