@@ -25,7 +25,7 @@ TESTS[routing_guard]="tests/test_routing_guard.py"
 FILES[resolver]="moe_core/resolver.py"
 TESTS[resolver]="tests/test_resolver.py tests/test_resolver_properties.py tests/test_registry.py tests/test_bench_and_ranking.py tests/parity/test_parity.py"
 FILES[pair]="moe_core/pair.py"
-TESTS[pair]="tests/test_pair_properties.py tests/test_expert_parallel.py"
+TESTS[pair]="tests/test_pair_selection.py tests/test_pair_properties.py tests/test_ep_ranking.py"
 FILES[triton_host]="moe_core_triton/launch.py moe_core_triton/configs.py"
 TESTS[triton_host]="triton_tests/test_triton_launch.py triton_tests/test_triton_configs.py"
 
