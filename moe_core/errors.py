@@ -54,12 +54,12 @@ class BackendUnsupportedError(MoECoreError, ValueError):
 class NoBackendError(MoECoreError, NotImplementedError):
     """No candidate backend supports the layer (the seeds raise NotImplementedError here too)."""
 
-    def __init__(self, summary: str, table: str, subject: str = "MoE backend"):
+    #: What to do next, for the experts backends MOE_CORE_DISABLE / MOE_CORE_ONLY filter.
+    ADVICE = "Install a plugin that supports it, relax MOE_CORE_DISABLE / MOE_CORE_ONLY, or change the layer."
+
+    def __init__(self, summary: str, table: str, subject: str = "MoE backend", advice: str = ADVICE):
         self.table = table
-        super().__init__(
-            f"No {subject} supports the deployment configuration ({summary}).\n{table}\n"
-            "Install a plugin that supports it, relax MOE_CORE_DISABLE / MOE_CORE_ONLY, or change the layer."
-        )
+        super().__init__(f"No {subject} supports the deployment configuration ({summary}).\n{table}\n{advice}")
 
 
 class KernelInputError(MoECoreError, ValueError):

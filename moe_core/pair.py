@@ -37,6 +37,9 @@ from moe_core.spec import SupportQuery
 from moe_core.support import Support
 
 _FORMAT_ORDER = (ActivationFormat.STANDARD, ActivationFormat.BATCHED_EXPERTS)
+#: What to do when no dispatcher can be chosen (MOE_CORE_DISABLE / MOE_CORE_ONLY filter experts backends only).
+NO_DISPATCHER_ADVICE = (f"Install a plugin whose dispatcher runs here, request a manual one by name ({env_vars.DISPATCH} or "
+                        "ParallelConfig(dispatch_backend=...)), or change the expert-parallel configuration.")
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def select_pair(
         raise BackendUnsupportedError(found.name, f"requested by {request[2]}", found.support.reasons, _dispatch_table(query, rows), kind="dispatcher")
     if not eligible:
         raise NoBackendError(f"expert parallelism of size {config.parallel.ep_size} on {platform.describe()}", _dispatch_table(query, rows),
-                             subject="dispatcher")
+                             subject="dispatcher", advice=NO_DISPATCHER_ADVICE)
     outcomes = tuple(_experts_for(fmt, config, experts) for fmt in _offered_formats(eligible, registry))
     measured = _measured_pair(outcomes, eligible, registry, config, num_tokens, environ) if request is None else None
     if measured is not None:

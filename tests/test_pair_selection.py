@@ -275,6 +275,8 @@ def test_without_an_eligible_dispatcher_the_error_lists_why_each_one_is_out():
     assert table[3].split()[1:6] == ["hand_tuned", "acme", "acme_dispatch", "100", "manual"]
     assert table[3].endswith("never auto-selected, request it by name; supported")
     assert str(caught.value).startswith("No dispatcher supports the deployment configuration (expert parallelism of size 2 on cpu")
+    assert str(caught.value).endswith("\nInstall a plugin whose dispatcher runs here, request a manual one by name (MOE_CORE_DISPATCH or "
+                                      "ParallelConfig(dispatch_backend=...)), or change the expert-parallel configuration.")
 
 
 def test_without_an_experts_backend_for_any_offered_format_the_error_shows_each_formats_reason():
