@@ -27,7 +27,7 @@ TESTS[resolver]="tests/test_resolver.py tests/test_resolver_properties.py tests/
 FILES[pair]="moe_core/pair.py"
 TESTS[pair]="tests/test_pair_selection.py tests/test_pair_properties.py tests/test_ep_ranking.py"
 FILES[triton_host]="moe_core_triton/launch.py moe_core_triton/configs.py"
-TESTS[triton_host]="triton_tests/test_triton_launch.py triton_tests/test_triton_configs.py"
+TESTS[triton_host]="triton_tests/test_triton_launch.py triton_tests/test_triton_direct_launch.py triton_tests/test_triton_configs.py"
 
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(quantization reference routing_guard resolver pair triton_host)
@@ -70,7 +70,7 @@ EOF
   grep -E ': survived' "$work/results.txt" | while read -r line; do
     name="${line%%:*}"
     echo "--- $line"
-    (cd "$work" && env -u PYTHONPATH mutmut show "$name" 2>/dev/null | grep -E '^[-+][^-+]' || true)
+    (cd "$work" && env -u PYTHONPATH mutmut show "$name" </dev/null 2>/dev/null | grep -E '^[-+][^-+]' || true)
   done
   [ -n "${KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
 done
