@@ -19,9 +19,9 @@ block shape and padding of every descriptor, the exact value of every other argu
 device; and the direct path is taken only when every tensor's data pointer is a multiple of 16. Two
 calls with one key therefore always get one specialization. Everything else goes through triton itself: the
 interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a pointer that is not
-16-byte aligned. Not seen by the direct path: triton knobs changed at run time (``TRITON_DEBUG``
-style options) after a specialization was first launched, and module globals a kernel reads
-(triton 3.6 rejects those anyway).
+16-byte aligned, and every launch under a triton release :data:`CHECKED_TRITON` does not list. Not seen
+by the direct path: triton knobs changed at run time (``TRITON_DEBUG`` style options) after a
+specialization was first launched, and module globals a kernel reads (triton 3.6 rejects those anyway).
 
 :func:`recording` lists the launches made in a block and :meth:`Launcher.direct` gives the compiled launch a call would
 make, for :mod:`moe_core_triton.replay`.
@@ -35,10 +35,24 @@ from functools import reduce
 from typing import Callable, NamedTuple
 
 import torch
+import triton
 from triton import knobs
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core_triton.threadlog import ThreadLog
+
+#: The triton releases (major, minor) whose launch interfaces the direct path was checked against on a GPU:
+#: ``CompiledKernel.run``'s launcher object and its C ``launch``, whose argument order triton 3.9 changed.
+CHECKED_TRITON = ((3, 6),)
+
+
+def checked_release(version: str) -> bool:
+    """Whether triton ``version`` (``triton.__version__``) is one of :data:`CHECKED_TRITON`."""
+    return tuple(int(part) for part in version.split(".")[:2]) in CHECKED_TRITON
+
+
+#: Whether launches may take the direct path here; under any other triton release every launch goes through triton.
+DIRECT_PATH = checked_release(triton.__version__)
 
 #: Compiled specializations a Launcher keeps before it starts over (scalars such as row counts are
 #: part of the key, so the number of keys grows with the token counts an engine sees).
@@ -86,7 +100,7 @@ class Launcher:
         if cooperative:
             self._options["launch_cooperative_grid"] = True
         self._tail = tuple(constexprs[name] for name in names)
-        self._direct = hasattr(fn, "device_caches")  # a compiling JITFunction (not the interpreter's)
+        self._direct = DIRECT_PATH and hasattr(fn, "device_caches")  # a compiling JITFunction (not the interpreter's)
         self._compiled: dict[tuple, object] = {}
         self._layouts: dict[tuple, tuple] = {}
 

@@ -83,6 +83,12 @@ class FakeCuda:
         monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", DEVICE_STREAMS.__getitem__, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def checked_triton(monkeypatch):
+    """These tests describe the direct path of the release it was checked against (CI may install another)."""
+    monkeypatch.setattr(launch, "DIRECT_PATH", True)
+
+
 @pytest.fixture
 def cuda(monkeypatch):
     return FakeCuda(monkeypatch)
@@ -264,3 +270,18 @@ def test_recording_lists_every_launch_whichever_path_it_takes(cuda, calls):
     assert outer == [(launcher, (2,), first), (launcher, (4,), second)]
     assert inner == [(launcher, (3, 1), second)]
     assert len(kernel.through_triton) == 2 and len(calls) == 2
+
+
+@pytest.mark.parametrize("version,checked", [("3.6.0", True), ("3.6.1+git4f2a", True), ("3.5.1", False), ("3.9.0", False),
+                                             ("3.60.0", False), ("4.6.0", False)])
+def test_only_the_checked_triton_release_takes_the_direct_path(version, checked):
+    assert launch.checked_release(version) is checked
+
+
+def test_under_an_unchecked_triton_every_launch_goes_through_triton(cuda, calls, monkeypatch):
+    monkeypatch.setattr(launch, "DIRECT_PATH", False)
+    kernel, launcher = _setup(calls)
+    args = _args()
+    launcher((4,), *args)
+    launcher((4,), *args)
+    assert len(kernel.through_triton) == 2 and calls == [] and launcher.cached == 0 and launcher.direct((4,), args) is None
