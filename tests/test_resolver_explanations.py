@@ -17,20 +17,15 @@ from moe_core.quant import QuantFamily
 from moe_core.ranking import MeasuredWith, Ranking, RankingEntry, use_ranking
 from moe_core.registry import Registry
 from moe_core.selection import CandidateStatus, SelectionSource
-from moe_core.spec import BackendSpec, Validation
-from moe_core.testing.fakes import FakeBackend, FakeKernel, FakePlugin
+from moe_core.spec import Validation
+from moe_core.testing.fakes import FakeBackend, FakePlugin
+from tests.test_resolver import CFG, FP8, spec
 
-CFG = MoEConfig(num_experts=8, top_k=2, hidden_size=128, intermediate_size=64)
-FP8 = quant.scheme("fp8-block")
 UNQUANTIZED = quant.scheme("unquantized")
 H100 = preset("h100")
 #: This process's machine, for the tests that need one that is not simulated (autotuning, the default platform).
 HERE = dataclasses.replace(preset("cpu"), simulated=False)
 NOT_ENABLED = "ROCm AITER MoE is not enabled (VLLM_ROCM_USE_AITER=1 and VLLM_ROCM_USE_AITER_MOE=1 enable it)"
-
-
-def spec(name, priority, family="acme", schemes=(FP8, UNQUANTIZED), devices=frozenset(DeviceKind), **kw):
-    return BackendSpec(name=name, family=family, priority=priority, schemes=schemes, kernel=FakeKernel, devices=devices, **kw)
 
 
 def registry(*fakes: FakeBackend) -> Registry:
