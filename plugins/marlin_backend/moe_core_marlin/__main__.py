@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from moe_core_marlin import report
+from moe_core_marlin.library import LIBRARY
 
 
 def main() -> int:
-    for line in report.lines():
+    for line in LIBRARY.report_lines():
         print(line)
     return 0
 

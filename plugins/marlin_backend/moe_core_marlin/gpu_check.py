@@ -62,7 +62,7 @@ def main() -> int:
     from moe_core.routing import Routing
     from moe_core.testing import conformance
     from moe_core.testing.robustness import check_robustness
-    from moe_core_marlin import library, report
+    from moe_core_marlin.library import LIBRARY
     from moe_core_marlin.contract import MXFP4_DTYPES
     from moe_core_marlin.kernel import MarlinKernel
     from moe_core_marlin.plugin import SCHEMES
@@ -71,11 +71,11 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("FAIL no CUDA GPU visible")
         return 1
-    for line in report.lines():
+    for line in LIBRARY.report_lines():
         print(line)
     def loads():
-        library.ops()
-        return str(library.locate().path)
+        LIBRARY.ops_namespace()
+        return str(LIBRARY.locate().path)
 
     if not checks.run("ops library loads and matches the contract", loads):
         (out / "results.json").write_text(json.dumps(checks.records, indent=1))
@@ -132,7 +132,7 @@ def main() -> int:
             continue
         checks.run(f"moe-core bench marlin vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=scheme_name: bench(s, "qwen3-30b-a3b"))
     (out / "results.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                                 "library": report.lines(), "checks": checks.records}, indent=1, default=str))
+                                                 "library": LIBRARY.report_lines(), "checks": checks.records}, indent=1, default=str))
     failed = [r["check"] for r in checks.records if not r["ok"]]
     print(f"{'FAIL' if failed else 'PASS'} marlin gpu_check: {len(checks.records) - len(failed)}/{len(checks.records)} checks passed; results in {out}")
     return 1 if failed else 0

@@ -97,17 +97,15 @@ def _library_reasons(platform) -> list[str]:
     """The ops library: on the real machine the file must be found; a simulated one lists the vllm package."""
     if platform.simulated:
         return [] if platform.has_package("vllm") else ["vllm not importable on this simulated platform (it stands for the Marlin ops library)"]
-    if not platform.is_cuda() or library.locate() is not None:
+    if not platform.is_cuda() or library.LIBRARY.locate() is not None:
         return []
-    return [library.missing_reason()]
+    return [library.LIBRARY.missing_reason()]
 
 
 @hookimpl
 def moe_core_doctor():
     """Which Marlin ops library this machine would load, its vLLM version, and the ops it registers."""
-    from moe_core_marlin import report
-
-    return report.lines()
+    return library.LIBRARY.report_lines()
 
 
 moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)
