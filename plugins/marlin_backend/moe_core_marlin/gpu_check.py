@@ -11,44 +11,21 @@ kit; then ``moe-core bench`` of marlin against triton. Exit status 1 when any ch
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
 
 from moe_core.env import MARLIN_OPS_LIBRARY
+from moe_core.testing.checklist import Checks, bench_command, run_bench
 
 DEFAULT_LIBRARY = Path("out/marlin/_moe_C_stable_libtorch.abi3.so")
 TOKENS = (1, 7, 333)
 BENCH_TOKENS = "1,64,1024"
 #: Seconds after which the remaining benchmarks are skipped, so the whole check stays under 8 minutes.
 BENCH_DEADLINE_S = 270
-
-
-class Checks:
-    """Runs named checks, printing PASS/FAIL lines and keeping a record of each."""
-
-    def __init__(self):
-        self.records = []
-
-    def run(self, name, check):
-        started = time.monotonic()
-        try:
-            detail = check()
-            ok = True
-        except Exception as exc:  # noqa: BLE001 - every failure is reported, the next check still runs
-            detail = f"{type(exc).__name__}: {exc}"
-            traceback.print_exc()
-            ok = False
-        seconds = round(time.monotonic() - started, 1)
-        print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds} s){': ' + str(detail) if detail else ''}", flush=True)
-        self.records.append({"check": name, "ok": ok, "detail": detail if isinstance(detail, (str, list, dict)) else str(detail), "seconds": seconds})
-        return ok
 
 
 def main() -> int:
@@ -78,7 +55,7 @@ def main() -> int:
         return str(LIBRARY.locate().path)
 
     if not checks.run("ops library loads and matches the contract", loads):
-        (out / "results.json").write_text(json.dumps(checks.records, indent=1))
+        checks.write(out / "results.json")
         return 1
     reg = conformance.registry_with("moe_core_marlin.plugin", name="marlin")
     small = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
@@ -111,29 +88,16 @@ def main() -> int:
         checks.run(f"CUDA graph capture and replay, w4a16, {tokens} tokens", lambda t=tokens: conformance.check_graph_replay(MarlinKernel, small, "w4a16", tokens=t))
     checks.run("robustness kit", lambda: f"{len(check_robustness(reg, 'marlin', config=small, garbage_calls=20))} cases")
 
-    def bench_command(scheme_name, preset):
-        stem = out / f"bench-{preset}-{scheme_name}"
-        return stem, [sys.executable, "-m", "moe_core.cli", "bench", "--preset", preset, "--scheme", scheme_name,
-                      "--backends", "marlin,triton", "--tokens", BENCH_TOKENS, "--peers", "", "--device", "cuda",
-                      "--json", f"{stem}.json", "--quiet"]
-
     def bench(scheme_name, preset):
-        stem, cmd = bench_command(scheme_name, preset)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        (stem.with_suffix(".log")).write_text(" ".join(cmd) + "\n" + done.stdout + done.stderr)
-        print(done.stdout)
-        if done.returncode:
-            raise RuntimeError(f"exit {done.returncode}: {done.stderr[-2000:]}")
-        return f"{stem}.json"
+        return run_bench(*bench_command(out, "marlin,triton", scheme_name, preset, BENCH_TOKENS))
 
     for scheme_name in ("w4a16", "fp8-block-w8a16", "nvfp4-w4a16"):
         if time.monotonic() - began > BENCH_DEADLINE_S:
-            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(bench_command(scheme_name, 'qwen3-30b-a3b')[1])}")
+            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(bench_command(out, 'marlin,triton', scheme_name, 'qwen3-30b-a3b', BENCH_TOKENS)[1])}")
             continue
         checks.run(f"moe-core bench marlin vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=scheme_name: bench(s, "qwen3-30b-a3b"))
-    (out / "results.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                                 "library": LIBRARY.report_lines(), "checks": checks.records}, indent=1, default=str))
-    failed = [r["check"] for r in checks.records if not r["ok"]]
+    checks.write(out / "results.json", device=torch.cuda.get_device_name(), torch=torch.__version__, library=LIBRARY.report_lines())
+    failed = checks.failed()
     print(f"{'FAIL' if failed else 'PASS'} marlin gpu_check: {len(checks.records) - len(failed)}/{len(checks.records)} checks passed; results in {out}")
     return 1 if failed else 0
 
