@@ -135,6 +135,21 @@ class OpsLibrary:
         where = f"{self.variable}={given} is not a file" if given else f"{self.variable} is unset and no installed vLLM holds it"
         return f"{self.title} ({self.file}) is not here: {where}. To fix it, {self.how_to_get()}"
 
+    def platform_reasons(self, platform) -> list[str]:
+        """Why ``platform`` lacks the library, for a plugin's supports(): on the real machine the file must be found
+        (CUDA only); a simulated platform stands for a machine with it when it lists the ``vllm`` package."""
+        if platform.simulated:
+            return [] if platform.has_package("vllm") else [f"vllm not importable on this simulated platform (it stands for {self.title})"]
+        if not platform.is_cuda() or self.locate() is not None:
+            return []
+        return [self.missing_reason()]
+
+    def print_report(self) -> int:
+        """Print :meth:`report_lines` (a plugin's ``python -m`` entry); exit status 0."""
+        for line in self.report_lines():
+            print(line)
+        return 0
+
     def schema_mismatches(self, ops_namespace) -> list[str]:
         """One sentence per contract op that ``ops_namespace`` lacks or registers with another schema."""
         problems = []

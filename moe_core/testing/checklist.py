@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
+
+import torch
 
 
 class Checks:
@@ -55,3 +59,52 @@ def run_bench(stem: Path, argv: list[str], timeout_s: int = 120) -> str:
     if done.returncode:
         raise RuntimeError(f"exit {done.returncode}: {done.stderr[-2000:]}")
     return f"{stem}.json"
+
+
+def start(name: str, library, default_library: Path) -> Path | None:
+    """Begin a GPU check of a plugin on ``library`` (an :class:`moe_core.ops_library.OpsLibrary`).
+
+    Points the library's variable at ``default_library`` when it is unset and that file exists, prints
+    the library's doctor lines, and returns the results folder ``$OUT/<name>`` (created); None, after a
+    FAIL line, when no CUDA GPU is visible.
+    """
+    if library.variable not in os.environ and default_library.is_file():
+        os.environ[library.variable] = str(default_library.resolve())
+    out = Path(os.environ.get("OUT") or "out") / name
+    out.mkdir(parents=True, exist_ok=True)
+    if not torch.cuda.is_available():
+        print("FAIL no CUDA GPU visible")
+        return None
+    for line in library.report_lines():
+        print(line)
+    return out
+
+
+def check_hot_experts(kernel_cls, cfg, scheme_name: str, tokens: int = 333) -> float:
+    """Every token on experts 3 and 5 (top_k 2), against the reference on CUDA: the relative error."""
+    from moe_core.presets import random_inputs
+    from moe_core.routing import Routing
+    from moe_core.testing.conformance import check_against_reference
+
+    x, routing = random_inputs(cfg, tokens, device="cuda")
+    ids = torch.stack([torch.full_like(routing.topk_ids[:, 0], 3), torch.full_like(routing.topk_ids[:, 1], 5)], dim=1)
+    return check_against_reference(kernel_cls, cfg, scheme_name, x, Routing(ids, routing.topk_weights))
+
+
+def check_expert_map(kernel_cls, cfg, scheme_name: str, tokens: int) -> float:
+    """Experts 0, 2, 4, 6 of 8 on this rank (expert-parallel size 2), against the reference on CUDA: the relative error."""
+    from moe_core.config import ParallelConfig
+    from moe_core.presets import random_inputs
+    from moe_core.testing.conformance import check_against_reference
+
+    cfg = dataclasses.replace(cfg, parallel=ParallelConfig(ep_size=2))
+    emap = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32, device="cuda")
+    return check_against_reference(kernel_cls, cfg, scheme_name, *random_inputs(cfg, tokens, device="cuda"), emap)
+
+
+def check_scheme_numerics(reg, backend: str, cfg, scheme_name: str, tokens) -> list[dict]:
+    """:func:`moe_core.testing.conformance.check_numerics` for one scheme and layer: (tokens, error, tolerance) per case."""
+    from moe_core.testing.conformance import check_numerics
+
+    records = check_numerics(reg, backend, configs=[cfg], tokens=tokens, schemes=[scheme_name])
+    return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in records if "rel_err" in r]

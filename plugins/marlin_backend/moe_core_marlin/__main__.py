@@ -7,11 +7,5 @@ import sys
 from moe_core_marlin.library import LIBRARY
 
 
-def main() -> int:
-    for line in LIBRARY.report_lines():
-        print(line)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(LIBRARY.print_report())

@@ -11,15 +11,16 @@ kit; then ``moe-core bench`` of marlin against triton. Exit status 1 when any ch
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from moe_core.env import MARLIN_OPS_LIBRARY
-from moe_core.testing.checklist import Checks, bench_command, run_bench
+from moe_core.testing.checklist import (
+    Checks, bench_command, check_expert_map, check_hot_experts, check_scheme_numerics, run_bench, start,
+)
+from moe_core_marlin.library import LIBRARY
 
 DEFAULT_LIBRARY = Path("out/marlin/_moe_C_stable_libtorch.abi3.so")
 TOKENS = (1, 7, 333)
@@ -30,26 +31,19 @@ BENCH_DEADLINE_S = 270
 
 def main() -> int:
     began = time.monotonic()
-    if MARLIN_OPS_LIBRARY not in os.environ and DEFAULT_LIBRARY.is_file():
-        os.environ[MARLIN_OPS_LIBRARY] = str(DEFAULT_LIBRARY.resolve())
-    out = Path(os.environ.get("OUT") or "out") / "marlin"
-    out.mkdir(parents=True, exist_ok=True)
-    from moe_core.config import Activation, MoEConfig, ParallelConfig
+    out = start("marlin", LIBRARY, DEFAULT_LIBRARY)
+    if out is None:
+        return 1
+    from moe_core.config import Activation, MoEConfig
     from moe_core.presets import random_inputs
-    from moe_core.routing import Routing
     from moe_core.testing import conformance
     from moe_core.testing.robustness import check_robustness
-    from moe_core_marlin.library import LIBRARY
     from moe_core_marlin.contract import MXFP4_DTYPES
     from moe_core_marlin.kernel import MarlinKernel
     from moe_core_marlin.plugin import SCHEMES
 
     checks = Checks()
-    if not torch.cuda.is_available():
-        print("FAIL no CUDA GPU visible")
-        return 1
-    for line in LIBRARY.report_lines():
-        print(line)
+
     def loads():
         LIBRARY.ops_namespace()
         return str(LIBRARY.locate().path)
@@ -60,27 +54,13 @@ def main() -> int:
     reg = conformance.registry_with("moe_core_marlin.plugin", name="marlin")
     small = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
 
-    def numerics(name, dtype):
-        records = conformance.check_numerics(reg, "marlin", configs=[dataclasses.replace(small, dtype=dtype)], tokens=TOKENS, schemes=[name])
-        return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in records if "rel_err" in r]
-
     for name in SCHEMES:
         for dtype in MXFP4_DTYPES if name == "mxfp4" else (torch.bfloat16, torch.float16):
-            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: numerics(n, d))
-
-    def hot_experts(name):
-        x, routing = random_inputs(small, 333, device="cuda")
-        ids = torch.stack([torch.full_like(routing.topk_ids[:, 0], 3), torch.full_like(routing.topk_ids[:, 1], 5)], dim=1)
-        return conformance.check_against_reference(MarlinKernel, small, name, x, Routing(ids, routing.topk_weights))
-
-    def expert_map(name):
-        cfg = dataclasses.replace(small, parallel=ParallelConfig(ep_size=2))
-        emap = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32, device="cuda")
-        return conformance.check_against_reference(MarlinKernel, cfg, name, *random_inputs(cfg, 77, device="cuda"), emap)
+            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: check_scheme_numerics(reg, "marlin", dataclasses.replace(small, dtype=d), n, TOKENS))
 
     for name in ("w4a16", "w4a16-zp", "w8a16", "fp8-block-w8a16", "nvfp4-w4a16"):
-        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: hot_experts(n))
-        checks.run(f"expert map (4 of 8 experts here), {name}", lambda n=name: expert_map(n))
+        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: check_hot_experts(MarlinKernel, small, n))
+        checks.run(f"expert map (4 of 8 experts here), {name}", lambda n=name: check_expert_map(MarlinKernel, small, n, 77))
     for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
         cfg = dataclasses.replace(small, **change)
         checks.run(f"{label}, w4a16", lambda c=cfg: conformance.check_against_reference(MarlinKernel, c, "w4a16", *random_inputs(c, 33, device="cuda")))

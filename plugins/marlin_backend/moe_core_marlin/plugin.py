@@ -79,7 +79,7 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
     multiple = max(INTERMEDIATE_MIN_MULTIPLE, group)
     if config.intermediate_size % multiple:
         reasons.append(f"intermediate_size={config.intermediate_size} is not a multiple of {multiple} (Marlin's tile and the weight group size); pad it")
-    reasons += _library_reasons(platform)
+    reasons += library.LIBRARY.platform_reasons(platform)
     return Support.from_reasons(reasons)
 
 
@@ -91,15 +91,6 @@ def _group_rule(weight_key) -> tuple[str, tuple[int, ...]]:
     if dtype is QuantDtype.FP8_E4M3:
         return "fp8 weight ", FP8_GROUP_SIZES
     return "weight ", SUPPORTED_GROUP_SIZES
-
-
-def _library_reasons(platform) -> list[str]:
-    """The ops library: on the real machine the file must be found; a simulated one lists the vllm package."""
-    if platform.simulated:
-        return [] if platform.has_package("vllm") else ["vllm not importable on this simulated platform (it stands for the Marlin ops library)"]
-    if not platform.is_cuda() or library.LIBRARY.locate() is not None:
-        return []
-    return [library.LIBRARY.missing_reason()]
 
 
 @hookimpl

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from moe_core.env import VLLM_CUTLASS_OPS_LIBRARY
-from moe_core.testing.checklist import Checks, bench_command, run_bench
+from moe_core.testing.checklist import (
+    Checks, bench_command, check_expert_map, check_hot_experts, check_scheme_numerics, run_bench, start,
+)
+from moe_core_vllm_cutlass.library import LIBRARY
 from moe_core_vllm_cutlass import contract
 
 DEFAULT_LIBRARY = Path("out/vllm_cutlass") / contract.LIBRARY_FILE
@@ -37,24 +38,16 @@ BENCH_DEADLINE_S = 300
 
 def main() -> int:
     began = time.monotonic()
-    if VLLM_CUTLASS_OPS_LIBRARY not in os.environ and DEFAULT_LIBRARY.is_file():
-        os.environ[VLLM_CUTLASS_OPS_LIBRARY] = str(DEFAULT_LIBRARY.resolve())
-    out = Path(os.environ.get("OUT") or "out") / "vllm_cutlass"
-    out.mkdir(parents=True, exist_ok=True)
-    from moe_core.config import Activation, MoEConfig, ParallelConfig
+    out = start("vllm_cutlass", LIBRARY, DEFAULT_LIBRARY)
+    if out is None:
+        return 1
+    from moe_core.config import Activation, MoEConfig
     from moe_core.presets import random_inputs
-    from moe_core.routing import Routing
     from moe_core.testing import conformance
     from moe_core.testing.robustness import check_robustness
     from moe_core_vllm_cutlass.kernel import VllmCutlassKernel
-    from moe_core_vllm_cutlass.library import LIBRARY
 
     checks = Checks()
-    if not torch.cuda.is_available():
-        print("FAIL no CUDA GPU visible")
-        return 1
-    for line in LIBRARY.report_lines():
-        print(line)
 
     def same_file():
         location = LIBRARY.locate()
@@ -80,28 +73,14 @@ def main() -> int:
     reg = conformance.registry_with("moe_core_vllm_cutlass.plugin", name="vllm_cutlass")
     small = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
 
-    def numerics(name, dtype):
-        records = conformance.check_numerics(reg, "vllm_cutlass", configs=[dataclasses.replace(small, dtype=dtype)], tokens=TOKENS, schemes=[name])
-        return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in records if "rel_err" in r]
-
     for name in contract.SCHEMES:
         for dtype in (torch.bfloat16, torch.float16):
-            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: numerics(n, d))
-
-    def hot_experts(name):
-        x, routing = random_inputs(small, 333, device="cuda")
-        ids = torch.stack([torch.full_like(routing.topk_ids[:, 0], 3), torch.full_like(routing.topk_ids[:, 1], 5)], dim=1)
-        return conformance.check_against_reference(VllmCutlassKernel, small, name, x, Routing(ids, routing.topk_weights))
-
-    def expert_map(name, tokens):
-        cfg = dataclasses.replace(small, parallel=ParallelConfig(ep_size=2))
-        emap = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32, device="cuda")
-        return conformance.check_against_reference(VllmCutlassKernel, cfg, name, *random_inputs(cfg, tokens, device="cuda"), emap)
+            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: check_scheme_numerics(reg, "vllm_cutlass", dataclasses.replace(small, dtype=d), n, TOKENS))
 
     for name in contract.SCHEMES:
-        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: hot_experts(n))
+        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: check_hot_experts(VllmCutlassKernel, small, n))
         for tokens in (5, 77):  # 10 pairs: A and B swapped inside the GEMM; 154: not
-            checks.run(f"expert map (4 of 8 experts here), {name}, {tokens} tokens", lambda n=name, t=tokens: expert_map(n, t))
+            checks.run(f"expert map (4 of 8 experts here), {name}, {tokens} tokens", lambda n=name, t=tokens: check_expert_map(VllmCutlassKernel, small, n, t))
     for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
         cfg = dataclasses.replace(small, **change)
         checks.run(f"{label}, fp8-channel", lambda c=cfg: conformance.check_against_reference(

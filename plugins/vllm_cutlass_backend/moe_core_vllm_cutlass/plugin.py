@@ -66,17 +66,8 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
             reasons.append(f"{name}={size} is not a multiple of {K_MULTIPLE}, the CUTLASS kernel's fp8 alignment; pad it")
     if config.num_experts > MAX_LOCAL_EXPERTS:
         reasons.append(f"{config.num_experts} experts: the GEMM's per-expert set-up runs one thread per expert, at most {MAX_LOCAL_EXPERTS}")
-    reasons += _library_reasons(platform)
+    reasons += library.LIBRARY.platform_reasons(platform)
     return Support.from_reasons(reasons)
-
-
-def _library_reasons(platform) -> list[str]:
-    """The ops library: on the real machine the file must be found; a simulated one lists the vllm package."""
-    if platform.simulated:
-        return [] if platform.has_package("vllm") else ["vllm not importable on this simulated platform (it stands for vLLM's _C ops library)"]
-    if not platform.is_cuda() or library.LIBRARY.locate() is not None:
-        return []
-    return [library.LIBRARY.missing_reason()]
 
 
 @hookimpl
