@@ -17,6 +17,8 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from moe_core.config import Activation, MoEConfig
 from moe_core.env import VLLM_CUTLASS_OPS_LIBRARY
@@ -254,3 +256,30 @@ def test_the_kernel_through_the_fake_ops_agrees_with_the_reference_backend(monke
     check_against_reference(kernel.VllmCutlassKernel, cfg, scheme_name, x, routing)
     hot = Routing(torch.full_like(routing.topk_ids, 3).index_fill_(1, torch.tensor([1]), 1), routing.topk_weights)
     check_against_reference(kernel.VllmCutlassKernel, dataclasses.replace(cfg, swiglu_limit=0.5), scheme_name, x, hot)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(data=st.data(), scheme_name=st.sampled_from(contract.SCHEMES), tokens=st.integers(1, 40), top_k=st.integers(1, 3),
+       experts=st.integers(1, 4), remote=st.integers(0, 3))
+def test_any_routing_and_expert_map_gives_the_written_out_layer(data, scheme_name, tokens, top_k, experts, remote):
+    """Pair counts on both sides of the A/B swap (64 pairs), empty experts, and pairs on other ranks."""
+    per_channel = scheme_name == "fp8-channel"
+    weights = layer(experts, 32, 16, per_channel, seed=tokens)
+    if scheme_name == "fp8-tensor":
+        weights.a13_scale, weights.a2_scale = torch.tensor([[0.01]]), torch.tensor([[0.004]])
+    total = experts + remote
+    assume(top_k <= total)
+    ids = torch.tensor(data.draw(st.lists(st.lists(st.integers(0, total - 1), min_size=top_k, max_size=top_k, unique=True),
+                                          min_size=tokens, max_size=tokens)))
+    emap = None
+    if remote:  # the local experts at drawn global positions, the rest elsewhere
+        order = data.draw(st.permutations(list(range(total))))
+        emap = torch.full((total,), -1, dtype=torch.int32)
+        for local, glob in enumerate(order[:experts]):
+            emap[glob] = local
+    router = torch.rand(tokens, top_k, generator=torch.Generator().manual_seed(tokens))
+    x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(top_k))
+    got = glue.fused_moe(FakeOps(), x, weights, ids, router, problem=problem(scheme_name), expert_map=emap, apply_router_weight_on_input=False)
+    want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, per_channel,
+                    emap=emap, a13=weights.a13_scale, a2=weights.a2_scale)
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
