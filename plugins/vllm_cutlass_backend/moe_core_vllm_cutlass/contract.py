@@ -39,13 +39,20 @@ GET_CUTLASS_MOE_MM_DATA = OpContract(
     "Tensor! input_permutation, Tensor! output_permutation, int num_experts, int n, int k, Tensor? blockscale_offsets, "
     "bool is_gated) -> ()",
 )
+#: The batched format's problem sizes: expert e's rows start at ``e * padded_m`` (``expert_offsets`` int32 [E]),
+#: ``expert_num_tokens[e]`` (int32) of them; ``problem_sizes1/2`` as above (A and B swapped when E * padded_m <= 64).
+GET_CUTLASS_BATCHED_MOE_MM_DATA = OpContract(
+    NAMESPACE, "get_cutlass_batched_moe_mm_data",
+    "get_cutlass_batched_moe_mm_data(Tensor! expert_offsets, Tensor! problem_sizes1, Tensor! problem_sizes2, "
+    "Tensor expert_num_tokens, int num_local_experts, int padded_m, int n, int k) -> ()",
+)
 #: Whether the library's grouped GEMM runs on a compute capability (major * 10 + minor).
 CUTLASS_GROUP_GEMM_SUPPORTED = OpContract(
     NAMESPACE, "cutlass_group_gemm_supported", "cutlass_group_gemm_supported(int cuda_device_capability) -> bool",
 )
 
 #: The ops the binding calls; each must be registered with exactly this schema.
-OPS = (CUTLASS_MOE_MM, GET_CUTLASS_MOE_MM_DATA, CUTLASS_GROUP_GEMM_SUPPORTED)
+OPS = (CUTLASS_MOE_MM, GET_CUTLASS_MOE_MM_DATA, GET_CUTLASS_BATCHED_MOE_MM_DATA, CUTLASS_GROUP_GEMM_SUPPORTED)
 
 #: ``cutlass_group_gemm_supported``: sm90 with CUDA 12.3+, sm100 and later with CUDA 12.8+ (the wheel's
 #: library is built with CUDA 13, so from 9.0 on).
@@ -54,5 +61,5 @@ MIN_CAPABILITY = (9, 0)
 #: per-tensor activations, per-channel weights with dynamic per-token activations.
 SCHEMES = ("fp8-tensor", "fp8-tensor-dyn", "fp8-channel")
 #: Rows of the grouped GEMM's A up to which vLLM swaps A and B (``SWAP_AB_THRESHOLD`` in moe_data.cu): the
-#: problem sizes and the GEMM's dispatch both key on it, so A must have exactly T*k rows.
+#: problem sizes and the GEMM's dispatch both key on it, so A must have exactly T*k (batched: E * M) rows.
 SWAP_AB_THRESHOLD = 64

@@ -6,8 +6,8 @@ carried to a GPU machine in two parts and put back together). Prints one PASS/FA
 writes ``results.json`` and the benchmarks' output under ``$OUT/vllm_cutlass`` (``out/vllm_cutlass``
 when OUT is unset). Checks: the file is the vLLM 0.26.0 wheel's (sha256), it loads with the recorded
 schemas, ``cutlass_group_gemm_supported`` says yes for this GPU; against moe-core's reference backend,
-every declared scheme in bfloat16 and float16 at 1, 7, 333 and 4096 tokens, all tokens on two experts,
-an expert map, gelu and the SwiGLU clamp, CUDA-graph capture and replay; the robustness kit; then
+every declared scheme in bfloat16 and float16 at 1, 7, 333 and 4096 tokens in both formats, all tokens on two experts,
+an expert map, gelu and the SwiGLU clamp, CUDA-graph capture and replay; the robustness kit of both backends; then
 ``moe-core bench`` of vllm_cutlass against triton. Exit status 1 when any check failed.
 """
 
@@ -73,9 +73,11 @@ def main() -> int:
     reg = conformance.registry_with("moe_core_vllm_cutlass.plugin", name="vllm_cutlass")
     small = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
 
-    for name in contract.SCHEMES:
-        for dtype in (torch.bfloat16, torch.float16):
-            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: check_scheme_numerics(reg, "vllm_cutlass", dataclasses.replace(small, dtype=d), n, TOKENS))
+    for backend in ("vllm_cutlass", "batched_vllm_cutlass"):
+        for name in contract.SCHEMES:
+            for dtype in (torch.bfloat16, torch.float16):
+                checks.run(f"numerics {backend} {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}",
+                           lambda b=backend, n=name, d=dtype: check_scheme_numerics(reg, b, dataclasses.replace(small, dtype=d), n, TOKENS))
 
     for name in contract.SCHEMES:
         checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: check_hot_experts(VllmCutlassKernel, small, n))
@@ -89,7 +91,8 @@ def main() -> int:
         for tokens in (1, 64):
             checks.run(f"CUDA graph capture and replay, {name}, {tokens} tokens",
                        lambda n=name, t=tokens: conformance.check_graph_replay(VllmCutlassKernel, small, n, tokens=t))
-    checks.run("robustness kit", lambda: f"{len(check_robustness(reg, 'vllm_cutlass', config=small, garbage_calls=20))} cases")
+    for backend in ("vllm_cutlass", "batched_vllm_cutlass"):
+        checks.run(f"robustness kit, {backend}", lambda b=backend: f"{len(check_robustness(reg, b, config=small, garbage_calls=20))} cases")
 
     for scheme_name in ("fp8-channel", "fp8-tensor-dyn"):
         stem, argv = bench_command(out, "vllm_cutlass,triton", scheme_name, "qwen3-30b-a3b", BENCH_TOKENS)

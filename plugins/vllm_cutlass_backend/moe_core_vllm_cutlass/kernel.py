@@ -4,7 +4,8 @@ The GEMM reads moe-core's fp8 weights as they are: w13 [E, 2I, H] (gate first) a
 row-major [N, K] per expert, the layout ``cutlass_moe_mm`` takes for B; per-tensor scales [E, 1, 1]
 and per-channel scales [E, N, 1] become float32 [E] and [E, N] at the call. prepare_weights only
 validates and makes the codes contiguous; forward loads the library on first use
-(:mod:`moe_core_vllm_cutlass.library`) and runs :func:`moe_core_vllm_cutlass.glue.fused_moe`.
+(:mod:`moe_core_vllm_cutlass.library`) and runs :func:`moe_core_vllm_cutlass.glue.fused_moe`
+(:func:`moe_core_vllm_cutlass.glue.batched_moe` for the batched-experts format).
 """
 
 from __future__ import annotations
@@ -33,3 +34,13 @@ class VllmCutlassKernel(MoEKernel):
             library.LIBRARY.ops_namespace(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
             expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
         )
+
+
+class VllmCutlassBatchedKernel(VllmCutlassKernel):
+    """The same GEMM for the BATCHED_EXPERTS activation format ([E, M, H], valid rows counted per expert)."""
+
+    backend_name = "batched_vllm_cutlass"
+
+    def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
+        problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
+        return glue.batched_moe(library.LIBRARY.ops_namespace(), hidden_states, weights, routing.expert_num_tokens, problem=problem)

@@ -1,20 +1,16 @@
-"""Registers `vllm_cutlass`: vLLM's compiled CUTLASS grouped fp8 GEMM for fp8 w8a8 MoE, CUDA sm90+.
+"""Registers `vllm_cutlass` (standard format) and `batched_vllm_cutlass` (batched-experts format): vLLM's
+compiled CUTLASS grouped fp8 GEMM for fp8 w8a8 MoE, CUDA sm90+.
 
 The provider is one file, vLLM's ``_C`` ops library (:mod:`moe_core_vllm_cutlass.library`); the glue is
-this plugin's own. On the real machine the backend is supported only where that file is found; a
+this plugin's own. On the real machine the backends are supported only where that file is found; a
 simulated platform stands for a machine with it when it lists the ``vllm`` package. LoRA is refused by
 the declaration (``supports_lora=False``), with the core's reason.
 
 Priority: the seeds' fp8 order (FP8_ORDER in tests/parity/seed_backends.py) is ... > deepgemm >
 batched_deepgemm > vllm_cutlass > batched_vllm_cutlass > triton > triton_batched > marlin > xpu, ten
-apart; triton holds 500, so batched_vllm_cutlass's place is 510 and `vllm_cutlass` takes 520 (above
-triton, below the DeepGEMM plugin's 700/690). The seeds rank vllm_cutlass in nvfp4 too (960 there), but
-this plugin binds only the fp8 GEMM, so it claims no nvfp4 scheme.
-
-Not offered: `batched_vllm_cutlass`. vLLM's batched path (``get_cutlass_batched_moe_mm_data``) is clear,
-but its per-tensor dynamic activation scale is taken over every padded row of the [E, M, H] batch,
-not over the valid rows moe-core's reference quantizes, and the padding rows' contents are the
-dispatcher's; binding it is left until a GPU can check that path.
+apart; triton holds 500, so `batched_vllm_cutlass` takes 510 and `vllm_cutlass` 520 (above triton,
+below the DeepGEMM plugin's 700/690). The seeds rank vllm_cutlass in nvfp4 too (960 there), but this
+plugin binds only the fp8 GEMM, so it claims no nvfp4 scheme.
 """
 
 from __future__ import annotations
@@ -31,21 +27,32 @@ from moe_core.support import Support
 from moe_core_vllm_cutlass import library
 from moe_core_vllm_cutlass.contract import MIN_CAPABILITY, SCHEMES
 
-#: The seeds' fp8 order puts vllm_cutlass two steps of ten above triton (500).
+#: The seeds' fp8 order puts vllm_cutlass two steps of ten above triton (500), batched_vllm_cutlass one.
 FP8_PRIORITY = 520
+BATCHED_FP8_PRIORITY = 510
 #: The CUTLASS sm90 grouped kernel loads 128 bits at a time: 16 fp8 values of A and B along K, 8 16-bit values of C.
 K_MULTIPLE = 16
 #: ``get_group_gemm_starts`` runs one thread per local expert in a single block.
 MAX_LOCAL_EXPERTS = 1024
 
+_COMMON = dict(
+    family="vllm", schemes=[scheme(s) for s in SCHEMES], devices=frozenset({DeviceKind.CUDA}),
+    supports_lora=False, applies_swiglu_clamp=True, supports_expert_map=True, validation=NOT_VALIDATED,
+)
+
 SPECS = [
     BackendSpec(
-        name="vllm_cutlass", family="vllm", priority=FP8_PRIORITY, family_priorities={QuantFamily.FP8: FP8_PRIORITY},
-        schemes=[scheme(s) for s in SCHEMES], kernel="moe_core_vllm_cutlass.kernel:VllmCutlassKernel",
-        devices=frozenset({DeviceKind.CUDA}), formats=frozenset({ActivationFormat.STANDARD}),
-        supports_lora=False, applies_swiglu_clamp=True, supports_expert_map=True,
+        name="vllm_cutlass", priority=FP8_PRIORITY, family_priorities={QuantFamily.FP8: FP8_PRIORITY},
+        kernel="moe_core_vllm_cutlass.kernel:VllmCutlassKernel", formats=frozenset({ActivationFormat.STANDARD}),
+        batched_variant="batched_vllm_cutlass",
         description="vLLM's compiled CUTLASS grouped fp8 GEMM with this plugin's glue (CUDA sm90+; fp8 per-tensor / per-channel w8a8)",
-        validation=NOT_VALIDATED,
+        **_COMMON,
+    ),
+    BackendSpec(
+        name="batched_vllm_cutlass", priority=BATCHED_FP8_PRIORITY, family_priorities={QuantFamily.FP8: BATCHED_FP8_PRIORITY},
+        kernel="moe_core_vllm_cutlass.kernel:VllmCutlassBatchedKernel", formats=frozenset({ActivationFormat.BATCHED_EXPERTS}),
+        description="vLLM's compiled CUTLASS grouped fp8 GEMM for the batched-experts (expert-parallel) format",
+        **_COMMON,
     ),
 ]
 

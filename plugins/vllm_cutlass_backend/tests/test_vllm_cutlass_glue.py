@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from moe_core.config import Activation, MoEConfig
+from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.env import VLLM_CUTLASS_OPS_LIBRARY
 from moe_core.presets import random_inputs
 from moe_core.quant import scheme
-from moe_core.routing import Routing
+from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing.conformance import check_against_reference
 from moe_core_vllm_cutlass import contract, glue, kernel, library
 from moe_core_vllm_cutlass.library import LIBRARY
@@ -38,6 +38,10 @@ WHEEL_SCHEMAS = {
                                "Tensor! problem_sizes1, Tensor! problem_sizes2,                         Tensor! input_permutation,"
                                "                         Tensor! output_permutation, int num_experts,                         "
                                "int n, int k, Tensor? blockscale_offsets,                         bool is_gated) -> ()",
+    "get_cutlass_batched_moe_mm_data": "get_cutlass_batched_moe_mm_data(Tensor! expert_offsets,                              "
+                                       "Tensor! problem_sizes1,                              Tensor! problem_sizes2,                              "
+                                       "Tensor expert_num_tokens,                              int num_local_experts, int padded_m,"
+                                       "                              int n, int k) -> ()",
     "cutlass_group_gemm_supported": "cutlass_group_gemm_supported(int cuda_device_capability) -> bool",
 }
 FP8_MAX = 448.0
@@ -118,6 +122,20 @@ class FakeOps:
                 a["output_permutation"][i] = start
         self.calls.append(("data", a))
 
+    def get_cutlass_batched_moe_mm_data(self, *args):
+        a = self._bind(contract.GET_CUTLASS_BATCHED_MOE_MM_DATA, args)
+        counts, experts, padded, n, k = a["expert_num_tokens"], a["num_local_experts"], a["padded_m"], a["n"], a["k"]
+        assert counts.dtype == torch.int32 and counts.shape == (experts,)
+        for name in ("expert_offsets", "problem_sizes1", "problem_sizes2"):
+            assert a[name].dtype == torch.int32, name
+        swap = experts * padded <= contract.SWAP_AB_THRESHOLD
+        for e in range(experts):
+            m = int(counts[e])
+            a["expert_offsets"][e] = e * padded
+            a["problem_sizes1"][e] = torch.tensor([2 * n, m, k] if swap else [m, 2 * n, k])
+            a["problem_sizes2"][e] = torch.tensor([k, m, n] if swap else [m, k, n])
+        self.calls.append(("batched data", a))
+
     def cutlass_moe_mm(self, *args):
         a = self._bind(contract.CUTLASS_MOE_MM, args)
         out, x, w, xs, ws = a["out_tensors"], a["a_tensors"], a["b_tensors"], a["a_scales"], a["b_scales"]
@@ -125,7 +143,8 @@ class FakeOps:
         assert x.dtype == w.dtype == torch.float8_e4m3fn and w.is_contiguous() and x.is_contiguous() and x.shape[1] == k
         assert out.dtype in (torch.float16, torch.bfloat16) and out.shape == (x.shape[0], n)
         assert xs.dtype == ws.dtype == torch.float32 and xs.is_contiguous() and ws.is_contiguous()
-        assert a["per_act_token"] == (xs.numel() != 1) and a["per_out_ch"] == (ws.numel() != experts)
+        # One scale per row of A, or one in all; one per output channel of each expert, or one per expert.
+        assert xs.numel() == (x.shape[0] if a["per_act_token"] else 1) and ws.numel() == (experts * n if a["per_out_ch"] else experts)
         assert a["expert_offsets"].dtype == torch.int64 and a["expert_offsets"].shape == (experts,)
         for name, value in (("a_strides", k), ("b_strides", k), ("c_strides", n)):
             assert a[name].dtype == torch.int64 and a[name].tolist() == [value] * experts, name
@@ -283,3 +302,46 @@ def test_any_routing_and_expert_map_gives_the_written_out_layer(data, scheme_nam
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, per_channel,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+
+
+def expected_batched(x, counts, w13, w2, s13, s2, per_row, a13=None, a2=None):
+    """The batched layer written out row by row: quantize the valid rows, GEMM1, silu(gate) * up, requantize, GEMM2."""
+    rows = [(e, r) for e in range(x.shape[0]) for r in range(int(counts[e]))]
+    out = torch.zeros(x.shape)
+    if not rows:
+        return out
+    xq = fp8(torch.stack([x[e, r].float() for e, r in rows]), per_row, a13)
+    inter = []
+    for (e, _), row in zip(rows, xq):
+        gate, up = (row @ (w13[e].float() * s13[e]).T).half().float().chunk(2)
+        inter.append(F.silu(gate) * up)
+    for (e, r), row in zip(rows, fp8(torch.stack(inter), per_row, a2)):
+        out[e, r] = (row @ (w2[e].float() * s2[e]).T).half().float()
+    return out
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(scheme_name=st.sampled_from(contract.SCHEMES), experts=st.integers(1, 4), padded=st.integers(1, 24), data=st.data())
+def test_batched_glue_gives_the_written_out_layer(scheme_name, experts, padded, data):
+    """Padding rows change nothing (a per-tensor dynamic scale sees valid rows only) and come out zero; both sides of the swap."""
+    per_channel = scheme_name == "fp8-channel"
+    weights = layer(experts, 32, 16, per_channel, seed=padded)
+    if scheme_name == "fp8-tensor":
+        weights.a13_scale, weights.a2_scale = torch.tensor([[0.01]]), torch.tensor([[0.004]])
+    counts = torch.tensor(data.draw(st.lists(st.integers(0, padded), min_size=experts, max_size=experts)))
+    x = torch.randn(experts, padded, 32, generator=torch.Generator().manual_seed(experts)) * 3
+    ops = FakeOps()
+    got = glue.batched_moe(ops, x, weights, counts, problem=problem(scheme_name))
+    want = expected_batched(x, counts, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, per_channel, weights.a13_scale, weights.a2_scale)
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    (data_call,) = [a for kind, a in ops.calls if kind == "batched data"]
+    assert (data_call["num_local_experts"], data_call["padded_m"], data_call["n"], data_call["k"]) == (experts, padded, 16, 32)
+
+
+@pytest.mark.parametrize("scheme_name", contract.SCHEMES)
+def test_the_batched_kernel_through_the_fake_ops_agrees_with_the_reference_backend(monkeypatch, scheme_name):
+    monkeypatch.setattr(library, "LIBRARY", types.SimpleNamespace(ops_namespace=FakeOps))
+    cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.bfloat16,
+                    parallel=ParallelConfig(use_batched_activation_format=True))
+    x = torch.randn(4, 6, 64, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    check_against_reference(kernel.VllmCutlassBatchedKernel, cfg, scheme_name, x, BatchedRouting(torch.tensor([6, 0, 3, 1])))

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from moe_core.config import MoEConfig, ParallelConfig
+from moe_core.config import ActivationFormat, MoEConfig, ParallelConfig
 from moe_core.env import VARIABLES, VLLM_CUTLASS_OPS_LIBRARY
 from moe_core.errors import BackendUnsupportedError
 from moe_core.platform import DeviceKind, Platform, preset
@@ -18,8 +18,8 @@ from moe_core.testing.conformance import check_specs, check_supports, registry_w
 
 CFG = MoEConfig(num_experts=128, top_k=8, hidden_size=2048, intermediate_size=768, dtype=torch.bfloat16)
 CLAIMED = ("fp8-tensor", "fp8-tensor-dyn", "fp8-channel")
-#: The seeds' fp8 order from vllm_cutlass down (FP8_ORDER in tests/parity/seed_backends.py), without the unbound batched variant.
-SEED_FP8_RUN = ["vllm_cutlass", "triton", "triton_batched"]
+#: The seeds' fp8 order from vllm_cutlass down (FP8_ORDER in tests/parity/seed_backends.py).
+SEED_FP8_RUN = ["vllm_cutlass", "batched_vllm_cutlass", "triton", "triton_batched"]
 
 
 def with_vllm(name):
@@ -44,28 +44,38 @@ def test_conformance(reg):
     check_supports(reg, "vllm_cutlass", [with_vllm(p) for p in ("h100", "a100", "l40s", "t4", "mi300x", "cpu")])
 
 
-def test_spec_declares_vllms_three_fp8_pairs_unvalidated(reg):
-    spec = reg.specs["vllm_cutlass"]
-    assert spec.family == "vllm" and not spec.validation.validated and not spec.supports_lora
+@pytest.mark.parametrize("name, fmt, priority", [
+    ("vllm_cutlass", ActivationFormat.STANDARD, 520), ("batched_vllm_cutlass", ActivationFormat.BATCHED_EXPERTS, 510),
+])
+def test_specs_declare_vllms_three_fp8_pairs_unvalidated(reg, name, fmt, priority):
+    spec = reg.specs[name]
+    assert spec.family == "vllm" and not spec.validation.validated and not spec.supports_lora and spec.formats == {fmt}
     assert all(spec.claims(*scheme(s).keys) for s in CLAIMED)
     for other in ("fp8-tensor-token", "fp8-block", "fp8-w8a16", "nvfp4", "unquantized", "int8"):
         assert not spec.claims(*scheme(other).keys), other  # not among CutlassExpertsFp8's pairs, or not this GEMM
-    assert spec.priority_for(QuantFamily.FP8) == 520
-    assert "batched_vllm_cutlass" not in reg.specs
+    assert spec.priority_for(QuantFamily.FP8) == priority
+    assert reg.specs["vllm_cutlass"].batched_variant == "batched_vllm_cutlass"
 
 
 def test_seed_fp8_order_places_vllm_cutlass_two_steps_above_triton():
     seeds = pytest.importorskip("tests.parity.seed_backends")
     order = seeds.FP8_ORDER
-    assert order.index("triton") - order.index("vllm_cutlass") == 2  # batched_vllm_cutlass between them
     assert [n for n in order if n in SEED_FP8_RUN] == SEED_FP8_RUN
+    assert order.index("triton") - order.index("vllm_cutlass") == 2 and seeds.BATCHED_VARIANT["vllm_cutlass"] == "batched_vllm_cutlass"
+
+
+def test_batched_layers_pick_the_batched_variant_above_triton_batched(reg_with_triton):
+    batched = dataclasses.replace(CFG, parallel=ParallelConfig(ep_size=2, use_batched_activation_format=True))
+    sel = select(batched, *scheme("fp8-channel").keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={})
+    assert sel.name == "batched_vllm_cutlass", sel.explain()
+    assert [c.name for c in sel.candidates if c.name in SEED_FP8_RUN[1::2]] == SEED_FP8_RUN[1::2]
 
 
 @pytest.mark.parametrize("key", CLAIMED)
 def test_on_an_h100_with_the_library_it_is_chosen_over_triton(reg_with_triton, key):
     sel = select(CFG, *scheme(key).keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={})
     assert sel.name == "vllm_cutlass", sel.explain()
-    assert [c.name for c in sel.candidates if c.name in SEED_FP8_RUN[:2]] == SEED_FP8_RUN[:2]
+    assert [c.name for c in sel.candidates if c.name in ("vllm_cutlass", "triton")] == ["vllm_cutlass", "triton"]
     triton = next(c for c in sel.candidates if c.name == "triton")
     assert triton.priority == 500 and triton.status.value == "runner-up"
 
