@@ -26,6 +26,10 @@ import torch
 from moe_core.provider import ProviderUnavailableError
 
 
+#: A doctor report names every op of a library up to this many (vLLM's _moe_C), else only the contract's (vLLM's _C has hundreds).
+MAX_LISTED_OPS = 40
+
+
 class OpsLibraryUnavailableError(ProviderUnavailableError):
     """A compiled ops library is not here, does not load, or registers ops other than its contract's."""
 
@@ -186,7 +190,8 @@ class OpsLibrary:
         except OpsLibraryUnavailableError as exc:
             return out + [f"not usable: {exc}"]
         names = self.registered_ops()
-        out.append(f"registers {len(names)} ops under torch.ops.{self.namespace}")
+        listed = f": {', '.join(names)}" if len(names) <= MAX_LISTED_OPS else f" (the contract's: {', '.join(op.name for op in self.ops)})"
+        out.append(f"registers {len(names)} ops under torch.ops.{self.namespace}{listed}")
         out.append(f"schemas of {', '.join(op.name for op in self.ops)} match the contract (vLLM {self.vllm_version})")
         return out
 
