@@ -34,13 +34,16 @@ CACHE_DIR = "MOE_CORE_CACHE_DIR"
 #: The file of compiled Marlin MoE ops the marlin plugin loads (vLLM's _moe_C library); whether the file is
 #: there decides whether `marlin` can run on this machine, so it keys the selection cache.
 MARLIN_OPS_LIBRARY = "MOE_CORE_MARLIN_OPS_LIBRARY"
+#: The file of compiled ops the vllm_cutlass plugin loads (vLLM's _C library, with the CUTLASS grouped fp8 GEMM);
+#: whether it is there decides whether `vllm_cutlass` can run on this machine, so it keys the selection cache.
+VLLM_CUTLASS_OPS_LIBRARY = "MOE_CORE_VLLM_CUTLASS_OPS_LIBRARY"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 #: Every variable that can change a selection: ours, then those read by compatibility modes.
 VARIABLES: list[str] = [BACKEND, DISABLE, ONLY, PRIORITY, PLUGINS_AUTOLOAD, PLUGINS_ALLOW, PLUGINS_DENY, FULL_CHECKS, RANKING_FILE, COMPAT, DISPATCH,
-                        DISPATCH_RANKING_FILE, AUTOTUNE, CACHE_DIR, MARLIN_OPS_LIBRARY]
+                        DISPATCH_RANKING_FILE, AUTOTUNE, CACHE_DIR, MARLIN_OPS_LIBRARY, VLLM_CUTLASS_OPS_LIBRARY]
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from moe_core_marlin import report
-
-
-def main() -> int:
-    for line in report.lines():
-        print(line)
-    return 0
+from moe_core_marlin.library import LIBRARY
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(LIBRARY.print_report())

@@ -5,7 +5,7 @@ The ops and their schemas were read from the ``vllm/_moe_C_stable_libtorch.abi3.
 agree with ``csrc/moe/torch_bindings.cpp`` of that generation; the argument meanings from
 ``csrc/moe/marlin_moe_wna16/ops.cu`` and the calls ``fused_marlin_moe`` (``vllm/model_executor/layers/
 fused_moe/experts/marlin_moe.py`` in the wheel) makes. Once the library is loaded,
-:mod:`moe_core_marlin.library` compares each op's ``torch.ops._moe_C.<op>.default._schema`` with these
+:mod:`moe_core.ops_library` compares each op's ``torch.ops._moe_C.<op>.default._schema`` with these
 and refuses a library that differs.
 
 The plugin needs nothing else of vLLM: it repacks weights itself (:mod:`moe_core_marlin.repack`) and
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from moe_core.ops_library import OpContract
+
 #: The vLLM release the schemas and the layouts were read from (its wheel pins torch==2.11.0).
 VLLM_VERSION = "0.26.0"
 #: The library's file name inside the vLLM package, and the namespace its ops register under.
@@ -25,43 +27,10 @@ LIBRARY_FILE = "_moe_C_stable_libtorch.abi3.so"
 NAMESPACE = "_moe_C"
 
 
-@dataclass(frozen=True)
-class OpContract:
-    """One op of the library: its name and its schema as the library registers it (without the namespace)."""
-
-    name: str
-    schema: str
-
-    @property
-    def qualname(self) -> str:
-        return f"{NAMESPACE}::{self.name}"
-
-    def parsed(self) -> "torch._C.FunctionSchema":
-        """The recorded schema, parsed by torch's own schema parser."""
-        return torch._C.parse_schema(f"{NAMESPACE}::{self.schema}")
-
-    def signature(self) -> tuple:
-        """What a caller relies on, from :meth:`parsed`: see :func:`schema_signature`."""
-        return schema_signature(self.parsed())
-
-
-def schema_signature(schema: "torch._C.FunctionSchema") -> tuple:
-    """An op's calling contract: per argument (name, type, written-to, default), then the return types.
-
-    Alias-set names (``Tensor(a!)`` against ``Tensor($0!)``) differ between a parsed text and a
-    registered op and mean nothing to a caller, so only whether an argument is written is kept.
-    """
-    def argument(a) -> tuple:
-        writes = a.alias_info is not None and a.alias_info.is_write
-        return (a.name, str(a.type), writes, repr(a.default_value) if a.has_default_value() else None)
-
-    return tuple(argument(a) for a in schema.arguments), tuple(str(r.type) for r in schema.returns)
-
-
 #: The Marlin MoE GEMM: ``c[sorted rows] = a[rows // top_k] @ dequant(b[expert])`` per block of
 #: ``moe_block_size`` expert-sorted rows, optionally times the row's router weight.
 MOE_WNA16_MARLIN_GEMM = OpContract(
-    "moe_wna16_marlin_gemm",
+    NAMESPACE, "moe_wna16_marlin_gemm",
     "moe_wna16_marlin_gemm(Tensor! a, Tensor? c_or_none, Tensor! b_q_weight, Tensor? b_bias_or_none, "
     "Tensor! b_scales, Tensor? a_scales, Tensor? global_scale, Tensor? b_zeros_or_none, Tensor? g_idx_or_none, "
     "Tensor? perm_or_none, Tensor! workspace, Tensor sorted_token_ids, Tensor! expert_ids, "
@@ -71,7 +40,7 @@ MOE_WNA16_MARLIN_GEMM = OpContract(
 )
 #: Sorts the (token, k) pairs by expert into blocks of ``block_size`` rows (padded with the pair count).
 MOE_ALIGN_BLOCK_SIZE = OpContract(
-    "moe_align_block_size",
+    NAMESPACE, "moe_align_block_size",
     "moe_align_block_size(Tensor topk_ids, int num_experts, int block_size, Tensor! sorted_token_ids, "
     "Tensor! experts_ids, Tensor! num_tokens_post_pad, Tensor? maybe_expert_map) -> ()",
 )

@@ -1,6 +1,6 @@
 """The fused MoE around Marlin's GEMM: align, GEMM1, gated activation, GEMM2 with router weights, top-k sum.
 
-``ops`` is ``torch.ops._moe_C`` of the loaded library (:func:`moe_core_marlin.library.ops`); the calls
+``ops`` is ``torch.ops._moe_C`` of the loaded library (``moe_core_marlin.library.LIBRARY.ops_namespace()``); the calls
 follow the recorded schemas of :mod:`moe_core_marlin.contract` positionally, in their order.
 """
 

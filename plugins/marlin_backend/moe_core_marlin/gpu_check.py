@@ -11,17 +11,16 @@ kit; then ``moe-core bench`` of marlin against triton. Exit status 1 when any ch
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
 
-from moe_core.env import MARLIN_OPS_LIBRARY
+from moe_core.testing.checklist import (
+    Checks, bench_command, check_expert_map, check_hot_experts, check_scheme_numerics, run_bench, start,
+)
+from moe_core_marlin.library import LIBRARY
 
 DEFAULT_LIBRARY = Path("out/marlin/_moe_C_stable_libtorch.abi3.so")
 TOKENS = (1, 7, 333)
@@ -30,80 +29,38 @@ BENCH_TOKENS = "1,64,1024"
 BENCH_DEADLINE_S = 270
 
 
-class Checks:
-    """Runs named checks, printing PASS/FAIL lines and keeping a record of each."""
-
-    def __init__(self):
-        self.records = []
-
-    def run(self, name, check):
-        started = time.monotonic()
-        try:
-            detail = check()
-            ok = True
-        except Exception as exc:  # noqa: BLE001 - every failure is reported, the next check still runs
-            detail = f"{type(exc).__name__}: {exc}"
-            traceback.print_exc()
-            ok = False
-        seconds = round(time.monotonic() - started, 1)
-        print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds} s){': ' + str(detail) if detail else ''}", flush=True)
-        self.records.append({"check": name, "ok": ok, "detail": detail if isinstance(detail, (str, list, dict)) else str(detail), "seconds": seconds})
-        return ok
-
-
 def main() -> int:
     began = time.monotonic()
-    if MARLIN_OPS_LIBRARY not in os.environ and DEFAULT_LIBRARY.is_file():
-        os.environ[MARLIN_OPS_LIBRARY] = str(DEFAULT_LIBRARY.resolve())
-    out = Path(os.environ.get("OUT") or "out") / "marlin"
-    out.mkdir(parents=True, exist_ok=True)
-    from moe_core.config import Activation, MoEConfig, ParallelConfig
+    out = start("marlin", LIBRARY, DEFAULT_LIBRARY)
+    if out is None:
+        return 1
+    from moe_core.config import Activation, MoEConfig
     from moe_core.presets import random_inputs
-    from moe_core.routing import Routing
     from moe_core.testing import conformance
     from moe_core.testing.robustness import check_robustness
-    from moe_core_marlin import library, report
     from moe_core_marlin.contract import MXFP4_DTYPES
     from moe_core_marlin.kernel import MarlinKernel
     from moe_core_marlin.plugin import SCHEMES
 
     checks = Checks()
-    if not torch.cuda.is_available():
-        print("FAIL no CUDA GPU visible")
-        return 1
-    for line in report.lines():
-        print(line)
+
     def loads():
-        library.ops()
-        return str(library.locate().path)
+        LIBRARY.ops_namespace()
+        return str(LIBRARY.locate().path)
 
     if not checks.run("ops library loads and matches the contract", loads):
-        (out / "results.json").write_text(json.dumps(checks.records, indent=1))
+        checks.write(out / "results.json")
         return 1
     reg = conformance.registry_with("moe_core_marlin.plugin", name="marlin")
     small = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
 
-    def numerics(name, dtype):
-        records = conformance.check_numerics(reg, "marlin", configs=[dataclasses.replace(small, dtype=dtype)], tokens=TOKENS, schemes=[name])
-        return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in records if "rel_err" in r]
-
     for name in SCHEMES:
         for dtype in MXFP4_DTYPES if name == "mxfp4" else (torch.bfloat16, torch.float16):
-            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: numerics(n, d))
-
-    def hot_experts(name):
-        x, routing = random_inputs(small, 333, device="cuda")
-        ids = torch.stack([torch.full_like(routing.topk_ids[:, 0], 3), torch.full_like(routing.topk_ids[:, 1], 5)], dim=1)
-        return conformance.check_against_reference(MarlinKernel, small, name, x, Routing(ids, routing.topk_weights))
-
-    def expert_map(name):
-        cfg = dataclasses.replace(small, parallel=ParallelConfig(ep_size=2))
-        emap = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32, device="cuda")
-        return conformance.check_against_reference(MarlinKernel, cfg, name, *random_inputs(cfg, 77, device="cuda"), emap)
+            checks.run(f"numerics {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}", lambda n=name, d=dtype: check_scheme_numerics(reg, "marlin", dataclasses.replace(small, dtype=d), n, TOKENS))
 
     for name in ("w4a16", "w4a16-zp", "w8a16", "fp8-block-w8a16", "nvfp4-w4a16"):
-        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: hot_experts(n))
-        checks.run(f"expert map (4 of 8 experts here), {name}", lambda n=name: expert_map(n))
+        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: check_hot_experts(MarlinKernel, small, n))
+        checks.run(f"expert map (4 of 8 experts here), {name}", lambda n=name: check_expert_map(MarlinKernel, small, n, 77))
     for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
         cfg = dataclasses.replace(small, **change)
         checks.run(f"{label}, w4a16", lambda c=cfg: conformance.check_against_reference(MarlinKernel, c, "w4a16", *random_inputs(c, 33, device="cuda")))
@@ -111,29 +68,16 @@ def main() -> int:
         checks.run(f"CUDA graph capture and replay, w4a16, {tokens} tokens", lambda t=tokens: conformance.check_graph_replay(MarlinKernel, small, "w4a16", tokens=t))
     checks.run("robustness kit", lambda: f"{len(check_robustness(reg, 'marlin', config=small, garbage_calls=20))} cases")
 
-    def bench_command(scheme_name, preset):
-        stem = out / f"bench-{preset}-{scheme_name}"
-        return stem, [sys.executable, "-m", "moe_core.cli", "bench", "--preset", preset, "--scheme", scheme_name,
-                      "--backends", "marlin,triton", "--tokens", BENCH_TOKENS, "--peers", "", "--device", "cuda",
-                      "--json", f"{stem}.json", "--quiet"]
-
     def bench(scheme_name, preset):
-        stem, cmd = bench_command(scheme_name, preset)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        (stem.with_suffix(".log")).write_text(" ".join(cmd) + "\n" + done.stdout + done.stderr)
-        print(done.stdout)
-        if done.returncode:
-            raise RuntimeError(f"exit {done.returncode}: {done.stderr[-2000:]}")
-        return f"{stem}.json"
+        return run_bench(*bench_command(out, "marlin,triton", scheme_name, preset, BENCH_TOKENS))
 
     for scheme_name in ("w4a16", "fp8-block-w8a16", "nvfp4-w4a16"):
         if time.monotonic() - began > BENCH_DEADLINE_S:
-            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(bench_command(scheme_name, 'qwen3-30b-a3b')[1])}")
+            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(bench_command(out, 'marlin,triton', scheme_name, 'qwen3-30b-a3b', BENCH_TOKENS)[1])}")
             continue
         checks.run(f"moe-core bench marlin vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=scheme_name: bench(s, "qwen3-30b-a3b"))
-    (out / "results.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                                 "library": report.lines(), "checks": checks.records}, indent=1, default=str))
-    failed = [r["check"] for r in checks.records if not r["ok"]]
+    checks.write(out / "results.json", device=torch.cuda.get_device_name(), torch=torch.__version__, library=LIBRARY.report_lines())
+    failed = checks.failed()
     print(f"{'FAIL' if failed else 'PASS'} marlin gpu_check: {len(checks.records) - len(failed)}/{len(checks.records)} checks passed; results in {out}")
     return 1 if failed else 0
 

@@ -109,6 +109,6 @@ class MarlinKernel(MoEKernel):
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
         problem = glue.MarlinProblem(self.scalar_type.id, self.config.num_experts, self.config.activation, self.config.swiglu_limit)
         return glue.fused_moe(
-            library.ops(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
+            library.LIBRARY.ops_namespace(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
             expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
         )

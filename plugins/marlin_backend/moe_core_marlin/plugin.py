@@ -79,7 +79,7 @@ def _supports(backend, config, weight_key, activation_key, platform) -> Support:
     multiple = max(INTERMEDIATE_MIN_MULTIPLE, group)
     if config.intermediate_size % multiple:
         reasons.append(f"intermediate_size={config.intermediate_size} is not a multiple of {multiple} (Marlin's tile and the weight group size); pad it")
-    reasons += _library_reasons(platform)
+    reasons += library.LIBRARY.platform_reasons(platform)
     return Support.from_reasons(reasons)
 
 
@@ -93,21 +93,10 @@ def _group_rule(weight_key) -> tuple[str, tuple[int, ...]]:
     return "weight ", SUPPORTED_GROUP_SIZES
 
 
-def _library_reasons(platform) -> list[str]:
-    """The ops library: on the real machine the file must be found; a simulated one lists the vllm package."""
-    if platform.simulated:
-        return [] if platform.has_package("vllm") else ["vllm not importable on this simulated platform (it stands for the Marlin ops library)"]
-    if not platform.is_cuda() or library.locate() is not None:
-        return []
-    return [library.missing_reason()]
-
-
 @hookimpl
 def moe_core_doctor():
     """Which Marlin ops library this machine would load, its vLLM version, and the ops it registers."""
-    from moe_core_marlin import report
-
-    return report.lines()
+    return library.LIBRARY.report_lines()
 
 
 moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)

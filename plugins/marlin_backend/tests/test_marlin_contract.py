@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from moe_core.config import Activation
 from moe_core.env import MARLIN_OPS_LIBRARY
 from moe_core_marlin import contract, glue, library
+from moe_core_marlin.library import LIBRARY
 
 # Read from vllm/scalar_type.py of vLLM 0.26.0 (scalar_types.<name>.id, computed by vLLM's own code).
 VLLM_IDS = {"uint4b8": 1125899907892224, "uint4": 1125899906843648, "uint8b128": 1125899923621888,
@@ -45,38 +46,38 @@ def namespace(schemas):
 
 def test_a_library_with_the_recorded_schemas_is_accepted_and_a_different_one_refused():
     recorded = {op.name: op.schema for op in contract.OPS}
-    assert library.schema_mismatches(namespace(recorded)) == []
+    assert LIBRARY.schema_mismatches(namespace(recorded)) == []
     # The same schema with the Tensor! written as Tensor(a!) is the same contract.
     aliased = dict(recorded, moe_align_block_size=recorded["moe_align_block_size"].replace("Tensor! sorted", "Tensor(a!) sorted"))
-    assert library.schema_mismatches(namespace(aliased)) == []
+    assert LIBRARY.schema_mismatches(namespace(aliased)) == []
     older = dict(recorded, moe_wna16_marlin_gemm=recorded["moe_wna16_marlin_gemm"].replace(", int thread_k, int thread_n, int blocks_per_sm", ""))
-    (problem,) = library.schema_mismatches(namespace(older))
+    (problem,) = LIBRARY.schema_mismatches(namespace(older))
     assert problem.startswith("_moe_C::moe_wna16_marlin_gemm is registered as")
     del recorded["moe_align_block_size"]
-    assert library.schema_mismatches(namespace(recorded)) == ["_moe_C::moe_align_block_size is not registered"]
+    assert LIBRARY.schema_mismatches(namespace(recorded)) == ["_moe_C::moe_align_block_size is not registered"]
 
 
 def test_the_library_is_found_from_the_variable_or_in_an_installed_vllm_without_importing_it(tmp_path, monkeypatch):
     given = tmp_path / "ops.so"
     given.write_bytes(b"")
-    assert library.locate({MARLIN_OPS_LIBRARY: str(given)}).path == given
-    assert library.locate({MARLIN_OPS_LIBRARY: str(tmp_path / "absent.so")}) is None
-    assert f"{MARLIN_OPS_LIBRARY}={tmp_path / 'absent.so'} is not a file" in library.missing_reason({MARLIN_OPS_LIBRARY: str(tmp_path / "absent.so")})
+    assert LIBRARY.locate({MARLIN_OPS_LIBRARY: str(given)}).path == given
+    assert LIBRARY.locate({MARLIN_OPS_LIBRARY: str(tmp_path / "absent.so")}) is None
+    assert f"{MARLIN_OPS_LIBRARY}={tmp_path / 'absent.so'} is not a file" in LIBRARY.missing_reason({MARLIN_OPS_LIBRARY: str(tmp_path / "absent.so")})
     package = tmp_path / "site" / "vllm"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("raise RuntimeError('vLLM was imported')\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
-    assert library.locate({}) is None  # the package holds no library
+    assert LIBRARY.locate({}) is None  # the package holds no library
     (package / contract.LIBRARY_FILE).write_bytes(b"")
-    found = library.locate({})
+    found = LIBRARY.locate({})
     assert found.path == package / contract.LIBRARY_FILE and found.source == "installed vLLM" and "vllm" not in sys.modules
 
 
-def test_without_the_library_the_message_says_how_to_get_it(monkeypatch):
-    monkeypatch.setattr(library, "locate", lambda environ=None: None)
+def test_without_the_library_the_message_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setenv(MARLIN_OPS_LIBRARY, str(tmp_path / "absent.so"))
     with pytest.raises(library.MarlinUnavailableError, match=r"pip download --no-deps vllm==0\.26\.0.*unzip"):
-        library.ops()
+        LIBRARY.ops_namespace()
 
 
 class FakeOps:

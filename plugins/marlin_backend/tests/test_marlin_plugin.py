@@ -177,15 +177,17 @@ def test_gelu_and_the_swiglu_clamp_are_applied_by_the_glue(reg):
     assert supports(reg, cfg=dataclasses.replace(CFG, swiglu_limit=7.0)).ok
 
 
-def test_on_the_real_machine_the_library_file_decides(monkeypatch):
+def test_on_the_real_machine_the_library_file_decides(monkeypatch, tmp_path):
+    from moe_core.env import MARLIN_OPS_LIBRARY
     from moe_core.platform import DeviceKind, Platform
-    from moe_core_marlin import library, plugin
+    from moe_core_marlin import plugin
 
     machine = Platform(DeviceKind.CUDA, (9, 0), "NVIDIA H100 80GB HBM3")  # not simulated, no vllm package
-    monkeypatch.setattr(library, "locate", lambda environ=None: None)
+    monkeypatch.setenv(MARLIN_OPS_LIBRARY, str(tmp_path / "absent.so"))
     answer = plugin.moe_core_supports(plugin.SPECS[0], CFG, W4.weight_key, None, machine)
     assert not answer.ok and "MOE_CORE_MARLIN_OPS_LIBRARY" in answer.explain() and "pip download --no-deps vllm==" in answer.explain()
-    monkeypatch.setattr(library, "locate", lambda environ=None: library.LibraryLocation(library.Path("/x.so"), "test"))
+    (tmp_path / "ops.so").write_bytes(b"")
+    monkeypatch.setenv(MARLIN_OPS_LIBRARY, str(tmp_path / "ops.so"))
     assert plugin.moe_core_supports(plugin.SPECS[0], CFG, W4.weight_key, None, machine).ok
 
 

@@ -1,0 +1,110 @@
+"""``python -m moe_core_vllm_cutlass.gpu_check``: validate the vllm_cutlass backend on a CUDA sm90+ GPU in one command.
+
+Needs the ops library (``MOE_CORE_VLLM_CUTLASS_OPS_LIBRARY``, default
+``out/vllm_cutlass/_C_stable_libtorch.abi3.so`` when that file exists; the README says how the file is
+carried to a GPU machine in two parts and put back together). Prints one PASS/FAIL line per check and
+writes ``results.json`` and the benchmarks' output under ``$OUT/vllm_cutlass`` (``out/vllm_cutlass``
+when OUT is unset). Checks: the file is the vLLM 0.26.0 wheel's (sha256), it loads with the recorded
+schemas, ``cutlass_group_gemm_supported`` says yes for this GPU; against moe-core's reference backend,
+every declared scheme in bfloat16 and float16 at 1, 7, 333 and 4096 tokens in both formats, all tokens on two experts,
+an expert map, gelu and the SwiGLU clamp, CUDA-graph capture and replay; the robustness kit of both backends; then
+``moe-core bench`` of vllm_cutlass against triton. Exit status 1 when any check failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from moe_core.testing.checklist import (
+    Checks, bench_command, check_expert_map, check_hot_experts, check_scheme_numerics, run_bench, start,
+)
+from moe_core_vllm_cutlass.library import LIBRARY
+from moe_core_vllm_cutlass import contract
+
+DEFAULT_LIBRARY = Path("out/vllm_cutlass") / contract.LIBRARY_FILE
+#: sha256 of ``vllm/_C_stable_libtorch.abi3.so`` in vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl (78,831,048 bytes).
+WHEEL_FILE_SHA256 = "87a4360c79ec9278a4f359957755f370141bdb272a73f314bd43ce4e4279c6b4"
+TOKENS = (1, 7, 333, 4096)
+BENCH_TOKENS = "1,64,1024,4096"
+#: Seconds after which the remaining benchmarks are skipped, so the whole check stays under 8 minutes.
+BENCH_DEADLINE_S = 240
+
+
+def main() -> int:
+    began = time.monotonic()
+    out = start("vllm_cutlass", LIBRARY, DEFAULT_LIBRARY)
+    if out is None:
+        return 1
+    from moe_core.config import Activation, MoEConfig
+    from moe_core.presets import random_inputs
+    from moe_core.testing import conformance
+    from moe_core.testing.robustness import check_robustness
+    from moe_core_vllm_cutlass.kernel import VllmCutlassKernel
+
+    checks = Checks()
+
+    def same_file():
+        location = LIBRARY.locate()
+        if location is None:
+            raise FileNotFoundError(LIBRARY.missing_reason())
+        digest = hashlib.sha256(location.path.read_bytes()).hexdigest()
+        if digest != WHEEL_FILE_SHA256:
+            raise ValueError(f"{location.path} has sha256 {digest}, the vLLM {contract.VLLM_VERSION} wheel's file {WHEEL_FILE_SHA256} "
+                             "(parts missing or out of order when it was put back together?)")
+        return str(location.path)
+
+    def supported_here():
+        major, minor = torch.cuda.get_device_capability()
+        if not LIBRARY.ops_namespace().cutlass_group_gemm_supported(major * 10 + minor):
+            raise RuntimeError(f"cutlass_group_gemm_supported({major * 10 + minor}) is False on {torch.cuda.get_device_name()}")
+        return f"sm_{major}{minor}"
+
+    loaded = checks.run(f"the library is vLLM {contract.VLLM_VERSION}'s file", same_file)
+    loaded = loaded and checks.run("ops library loads and matches the contract", lambda: str(LIBRARY.ops_namespace()))
+    if not (loaded and checks.run("cutlass_group_gemm_supported for this GPU", supported_here)):
+        checks.write(out / "results.json")
+        return 1
+    reg = conformance.registry_with("moe_core_vllm_cutlass.plugin", name="vllm_cutlass")
+    small = MoEConfig(num_experts=8, top_k=2, hidden_size=512, intermediate_size=256, dtype=torch.bfloat16)
+
+    for backend in ("vllm_cutlass", "batched_vllm_cutlass"):
+        for name in contract.SCHEMES:
+            for dtype in (torch.bfloat16, torch.float16):
+                checks.run(f"numerics {backend} {name} {str(dtype).removeprefix('torch.')} tokens {TOKENS}",
+                           lambda b=backend, n=name, d=dtype: check_scheme_numerics(reg, b, dataclasses.replace(small, dtype=d), n, TOKENS))
+
+    for name in contract.SCHEMES:
+        checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: check_hot_experts(VllmCutlassKernel, small, n))
+        for tokens in (5, 77):  # 10 pairs: A and B swapped inside the GEMM; 154: not
+            checks.run(f"expert map (4 of 8 experts here), {name}, {tokens} tokens", lambda n=name, t=tokens: check_expert_map(VllmCutlassKernel, small, n, t))
+    for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
+        cfg = dataclasses.replace(small, **change)
+        checks.run(f"{label}, fp8-channel", lambda c=cfg: conformance.check_against_reference(
+            VllmCutlassKernel, c, "fp8-channel", *random_inputs(c, 33, device="cuda")))
+    for name in ("fp8-channel", "fp8-tensor-dyn"):
+        for tokens in (1, 64):
+            checks.run(f"CUDA graph capture and replay, {name}, {tokens} tokens",
+                       lambda n=name, t=tokens: conformance.check_graph_replay(VllmCutlassKernel, small, n, tokens=t))
+    for backend in ("vllm_cutlass", "batched_vllm_cutlass"):
+        checks.run(f"robustness kit, {backend}", lambda b=backend: f"{len(check_robustness(reg, b, config=small, garbage_calls=20))} cases")
+
+    for scheme_name in ("fp8-channel", "fp8-tensor-dyn"):
+        stem, argv = bench_command(out, "vllm_cutlass,triton", scheme_name, "qwen3-30b-a3b", BENCH_TOKENS)
+        if time.monotonic() - began > BENCH_DEADLINE_S:
+            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(argv)}")
+            continue
+        checks.run(f"moe-core bench vllm_cutlass vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=stem, a=argv: run_bench(s, a))
+    checks.write(out / "results.json", device=torch.cuda.get_device_name(), torch=torch.__version__, library=LIBRARY.report_lines())
+    failed = checks.failed()
+    print(f"{'FAIL' if failed else 'PASS'} vllm_cutlass gpu_check: {len(checks.records) - len(failed)}/{len(checks.records)} checks passed; results in {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

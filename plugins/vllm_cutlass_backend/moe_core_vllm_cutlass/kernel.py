@@ -1,0 +1,46 @@
+"""``VllmCutlassKernel``: moe-core's fused-MoE contract on vLLM's CUTLASS grouped fp8 GEMM.
+
+The GEMM reads moe-core's fp8 weights as they are: w13 [E, 2I, H] (gate first) and w2 [E, H, I] are
+row-major [N, K] per expert, the layout ``cutlass_moe_mm`` takes for B; per-tensor scales [E, 1, 1]
+and per-channel scales [E, N, 1] become float32 [E] and [E, N] at the call. prepare_weights only
+validates and makes the codes contiguous; forward loads the library on first use
+(:mod:`moe_core_vllm_cutlass.library`) and runs :func:`moe_core_vllm_cutlass.glue.fused_moe`
+(:func:`moe_core_vllm_cutlass.glue.batched_moe` for the batched-experts format).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from moe_core.kernel import MoEKernel
+from moe_core.weights import ExpertWeights
+from moe_core_vllm_cutlass import glue, library
+
+
+class VllmCutlassKernel(MoEKernel):
+    """vLLM's CUTLASS grouped fp8 GEMM, STANDARD activation format, fp8 w8a8 (per-tensor / per-channel), CUDA sm90+."""
+
+    backend_name = "vllm_cutlass"
+    cuda_graph_safe = True  # the glue never reads device values on the host
+
+    def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
+        """Validate, put w13 in gate/up order, and make the fp8 codes contiguous (once)."""
+        weights = super().prepare_weights(weights)
+        return replace(weights, w13=weights.w13.contiguous(), w2=weights.w2.contiguous())
+
+    def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
+        problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
+        return glue.fused_moe(
+            library.LIBRARY.ops_namespace(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
+            expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
+        )
+
+
+class VllmCutlassBatchedKernel(VllmCutlassKernel):
+    """The same GEMM for the BATCHED_EXPERTS activation format ([E, M, H], valid rows counted per expert)."""
+
+    backend_name = "batched_vllm_cutlass"
+
+    def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
+        problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
+        return glue.batched_moe(library.LIBRARY.ops_namespace(), hidden_states, weights, routing.expert_num_tokens, problem=problem)
