@@ -1,5 +1,6 @@
 """Every backend's validation record: declared, shown by list / explain / doctor, and a warning on request."""
 
+import dataclasses
 import importlib.metadata
 import json
 import logging
@@ -100,3 +101,19 @@ def test_the_validation_line_of_a_gpu_conformance_run(monkeypatch):
     assert line.endswith("['w4a16'] skipped: [('mxfp4', 'needs bf16')]")
     with pytest.raises(AssertionError, match="no scheme ran"):  # nothing ran: nothing is validated
         validation_line([{"scheme": "mxfp4", "skipped": "needs bf16"}], "torch")
+
+
+def test_an_unvalidated_backend_chosen_automatically_on_real_hardware_warns_once(caplog):
+    """On this machine's own hardware an automatic pick of a never-validated backend is said once, with the way out;
+    a plan for a simulated machine and a validated pick say nothing."""
+    reg = Registry(autoload=False, environ={})
+    reg.register(FakePlugin([FakeBackend(_spec("untested_vendor"))]), name="fakes")
+    real = dataclasses.replace(preset("h100"), simulated=False)
+    with caplog.at_level(logging.WARNING, logger="moe_core"):
+        assert select(CFG, platform=preset("h100"), registry=reg, environ={}).name == "untested_vendor"
+        assert not [r for r in caplog.records if "never validated" in r.getMessage()]
+        for _ in range(2):
+            assert select(CFG, platform=real, registry=reg, environ={}).name == "untested_vendor"
+    warnings = [r.getMessage() for r in caplog.records if "never validated" in r.getMessage()]
+    assert warnings == ["MoE backend 'untested_vendor' was chosen automatically (priority), but its numerics were never validated "
+                        "on hardware (plugin fakes); set MOE_CORE_DISABLE=untested_vendor to keep it out"]
