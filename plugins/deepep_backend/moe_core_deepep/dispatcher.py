@@ -1,8 +1,8 @@
 """DeepEP's dispatch/combine behind moe-core's Dispatcher contract (contract.py lists the calls used).
 
-``deep_ep`` is imported on first use, so this module loads without it. One ``deep_ep.Buffer`` is built
-per (process group, mode, sizes) and reused by every layer with that key: a buffer pins NVLink (and,
-in low-latency mode, NVSHMEM) memory on every rank, and its construction is itself collective.
+``deep_ep`` is imported on first use, so this module loads without it. One ``deep_ep.Buffer`` per process
+group and mode is shared by the layers (:func:`shared_buffer`): a buffer pins NVLink (and, in low-latency
+mode, NVSHMEM) memory on every rank, and its construction is itself collective.
 
 Invalid expert ids are counted in :attr:`Dispatcher.routing_errors` on the device and become -1,
 DeepEP's "no expert": they are never sent and add nothing to the combined output.
@@ -34,12 +34,15 @@ def deep_ep() -> Any:
 
 
 def shared_buffer(group: Any, low_latency: bool, nvl_bytes: int, rdma_bytes: int, qps: int) -> Any:
-    """The ``deep_ep.Buffer`` for this key, built (collectively) on first use."""
+    """The ``deep_ep.Buffer`` of this group and mode, built (collectively) on first use and reused by every layer it
+    is large enough for; a layer that needs more builds a larger one, which later layers then share. Build the
+    layer with the largest ``max_tokens_per_rank`` first to keep one low-latency buffer (each sets up NVSHMEM memory)."""
     group = dist.group.WORLD if group is None else group
-    key = (group, low_latency, nvl_bytes, rdma_bytes, qps)
-    if key not in _BUFFERS:
-        _BUFFERS[key] = deep_ep().Buffer(group, nvl_bytes, rdma_bytes, low_latency_mode=low_latency, num_qps_per_rank=qps)
-    return _BUFFERS[key]
+    key = (group, low_latency, qps)
+    found = _BUFFERS.get(key)
+    if found is None or found.num_nvl_bytes < nvl_bytes or found.num_rdma_bytes < rdma_bytes:
+        found = _BUFFERS[key] = deep_ep().Buffer(group, nvl_bytes, rdma_bytes, low_latency_mode=low_latency, num_qps_per_rank=qps)
+    return found
 
 
 def release_buffers() -> None:
@@ -82,7 +85,11 @@ class DeepEPDispatcher(Dispatcher):
 
 
 class DeepEPLowLatencyDispatcher(Dispatcher):
-    """DeepEP low-latency mode (NVSHMEM, BATCHED_EXPERTS format, no host sync, CUDA-graph safe)."""
+    """DeepEP low-latency mode (NVSHMEM, BATCHED_EXPERTS format, no host sync, CUDA-graph safe).
+
+    DeepEP alternates two buffers, one switch per dispatch and per combine, so every layer call starts on the
+    same one: captured calls and eager calls can alternate on a shared buffer.
+    """
 
     output_format = ActivationFormat.BATCHED_EXPERTS
 

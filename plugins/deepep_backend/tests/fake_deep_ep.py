@@ -40,6 +40,7 @@ class Buffer:
         assert group is not None and isinstance(low_latency_mode, bool)
         assert (num_rdma_bytes > 0) if low_latency_mode else (num_nvl_bytes > 0 and num_rdma_bytes == 0)
         self.group, self.rank, self.ranks = group, dist.get_rank(group), dist.get_world_size(group)
+        self.num_nvl_bytes, self.num_rdma_bytes = num_nvl_bytes, num_rdma_bytes
         self.low_latency_mode, self.num_qps_per_rank = low_latency_mode, num_qps_per_rank
 
     @staticmethod
