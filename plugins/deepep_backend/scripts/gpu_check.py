@@ -1,7 +1,7 @@
 """The deepep dispatchers on two GPUs with the real DeepEP: equality with the single-GPU layer, CUDA-graph
 replay of deepep_low_latency, and dispatch + combine timing beside the built-in dispatchers.
 
-    python plugins/deepep_backend/scripts/gpu_check.py [--json FILE]     # after scripts/gpu_check.sh built DeepEP
+    python plugins/deepep_backend/scripts/gpu_check.py [--json FILE]     # what `scripts/gpu_check.sh check` runs
 
 Prints one PASS/FAIL line per check and exits non-zero if any failed. Ranks are spawned here (NCCL, one GPU each).
 """
@@ -62,8 +62,13 @@ def graph_replay(rank: int, world: int) -> dict:
 
 
 def timing(rank: int, world: int, iters: int, budget_s: float) -> dict:
+    """benchmarks/ep_gpu.py's timing; deepep_low_latency at decode sizes only (its buffers grow with
+    max_tokens_per_rank * experts), the larger first so that one low-latency buffer serves both."""
     device = f"cuda:{torch.cuda.current_device()}"
-    return ep_gpu.bench(rank, world, ["qwen3-30b-a3b"], [4096, 128, 16], TIMED, iters, device, ep_gpu.Clock(budget_s, device), False)
+    clock = ep_gpu.Clock(budget_s, device)
+    prefill = [d for d in TIMED if d != "deepep_low_latency"]
+    return (ep_gpu.bench(rank, world, ["qwen3-30b-a3b"], [4096], prefill, iters, device, clock, False)
+            | ep_gpu.bench(rank, world, ["qwen3-30b-a3b"], [128, 16], TIMED, iters, device, clock, False))
 
 
 def main() -> int:
