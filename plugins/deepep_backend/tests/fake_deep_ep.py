@@ -103,7 +103,8 @@ class Buffer:
     # ------------------------------------------------------------------ low-latency mode
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts, use_fp8=True):
         assert self.low_latency_mode and use_fp8 is False, "the binding sends bf16"
-        assert x.dtype == torch.bfloat16 and x.is_contiguous() and x.shape[0] <= num_max_dispatch_tokens_per_rank
+        assert x.dtype == torch.bfloat16 and x.is_contiguous() and x.shape[0] == topk_idx.shape[0] <= num_max_dispatch_tokens_per_rank
+        assert x.shape[1] % 128 == 0 and num_experts % self.ranks == 0
         _check_ids(topk_idx, num_experts)
         local = num_experts // self.ranks
         assert self.num_qps_per_rank == local
@@ -127,7 +128,8 @@ class Buffer:
         where, max_tokens, hidden, num_experts = handle
         assert x.dtype == torch.bfloat16 and x.is_contiguous()
         assert x.shape == (num_experts // self.ranks, max_tokens * self.ranks, hidden)
-        assert topk_weights.dtype == torch.float32 and topk_weights.shape == topk_idx.shape
+        assert topk_weights.dtype == torch.float32 and topk_weights.is_contiguous() and topk_weights.shape == topk_idx.shape
+        assert topk_idx.shape[0] <= max_tokens
         _check_ids(topk_idx, num_experts)
         out = torch.zeros(topk_idx.shape[0], hidden, dtype=torch.float32)
         for rows, places in _gather(([x[j, slot] for j, slot, *_ in where], where), self.group):

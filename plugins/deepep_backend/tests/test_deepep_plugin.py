@@ -99,6 +99,28 @@ def test_doctor_says_where_the_build_script_is():
     assert any("build_deepep.sh" in line for line in lines) and any(line.startswith("NVSHMEM:") for line in lines)
 
 
+def test_one_buffer_per_group_and_mode_reused_while_large_enough(monkeypatch):
+    from moe_core_deepep import dispatcher
+
+    built = []
+
+    class Recorder:
+        def __init__(self, group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, num_qps_per_rank):
+            self.num_nvl_bytes, self.num_rdma_bytes = num_nvl_bytes, num_rdma_bytes
+            built.append((group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, num_qps_per_rank))
+
+    monkeypatch.setitem(sys.modules, "deep_ep", type(sys)("deep_ep"))
+    sys.modules["deep_ep"].Buffer = Recorder
+    monkeypatch.setattr(dispatcher, "_BUFFERS", {})
+    group = object()
+    large = dispatcher.shared_buffer(group, True, 0, 1000, 4)
+    assert dispatcher.shared_buffer(group, True, 0, 600, 4) is large  # a smaller request shares it
+    assert dispatcher.shared_buffer(group, False, 500, 0, 1) is not large  # the other mode has its own
+    larger = dispatcher.shared_buffer(group, True, 0, 2000, 4)
+    assert larger is not large and dispatcher.shared_buffer(group, True, 0, 1000, 4) is larger
+    assert built == [(group, 0, 1000, True, 4), (group, 500, 0, False, 1), (group, 0, 2000, True, 4)]
+
+
 # ---------------------------------------------------------------- the binding against the stand-in, over gloo
 E, K, HIDDEN, INTER = 8, 3, 2048, 32  # 2048: a low-latency hidden size
 
