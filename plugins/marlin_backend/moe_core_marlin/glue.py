@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from moe_core.config import Activation
+from moe_core.reference.compute import gated_activation
 from moe_core_marlin.contract import BLOCK_FILL, BLOCK_SIZES_M, WORKSPACE_BLOCKS_PER_SM
 
 
@@ -46,14 +46,6 @@ def align(ops, topk_ids: torch.Tensor, block: int, global_experts: int, expert_m
     post_pad = torch.empty(1, dtype=torch.int32, device=device)
     ops.moe_align_block_size(topk_ids, global_experts, block, sorted_ids, expert_ids, post_pad, expert_map)
     return sorted_ids, expert_ids, post_pad
-
-
-def gated(h: torch.Tensor, activation: Activation, swiglu_limit: float | None) -> torch.Tensor:
-    """act(gate) * up for h = [gate | up]; with a SwiGLU limit, gate <= limit and |up| <= limit first."""
-    gate, up = h.chunk(2, dim=-1)
-    if swiglu_limit is not None:
-        gate, up = gate.clamp(max=swiglu_limit), up.clamp(-swiglu_limit, swiglu_limit)
-    return (F.silu(gate) if activation is Activation.SILU else F.gelu(gate)) * up
 
 
 def workspace(device: torch.device) -> torch.Tensor:
@@ -91,7 +83,7 @@ def fused_moe(ops, x: torch.Tensor, weights, topk_ids: torch.Tensor, topk_weight
     h = gemm(ops, x.contiguous(), h, weights.w13, weights.w13_scale, weights.w13_global_scale, weights.w13_zero, sorted_ids, expert_ids, post_pad,
              router, block=block, top_k=top_k, mul_weights=apply_router_weight_on_input, problem=problem,
              size_m=tokens, size_n=2 * inter, size_k=hidden, scratch=scratch)
-    act = gated(h, problem.activation, problem.swiglu_limit)
+    act = gated_activation(h, problem.activation, problem.swiglu_limit)
     y = torch.zeros((tokens * top_k, hidden), dtype=x.dtype, device=x.device)
     y = gemm(ops, act, y, weights.w2, weights.w2_scale, weights.w2_global_scale, weights.w2_zero, sorted_ids, expert_ids, post_pad, router,
              block=block, top_k=1, mul_weights=not apply_router_weight_on_input, problem=problem,
