@@ -238,8 +238,7 @@ def _resolve(
     for c in rows:
         if c.status not in (CandidateStatus.SELECTED, CandidateStatus.RUNNER_UP):
             _log_once(logging.DEBUG, f"MoE backend {c.name!r} not used: {c.status.value}: {c.support.explain()}")
-    _warn_if_unvalidated(specs[chosen.name], source)
-    _warn_if_chosen_unvalidated(specs[chosen.name], source, query.platform)
+    _warn_if_unvalidated(specs[chosen.name], source, query.platform)
     _log_once(
         logging.INFO,
         f"Using {chosen.name} MoE backend ({source.value}) for {describe_keys(query.weight_key, query.activation_key)} "
@@ -256,21 +255,17 @@ def _unmeasured(measured: Measurement | None) -> str:
             f"({measured.source.describe()})")
 
 
-def _warn_if_unvalidated(spec: BackendSpec, source: SelectionSource) -> None:
-    """A backend run on request although its numerics never passed on hardware: say so, once."""
-    if source in (SelectionSource.REQUEST, SelectionSource.ENV) and not spec.validation.validated:
-        _log_once(logging.WARNING, f"MoE backend {spec.name!r} was requested, but its numerics were never validated on hardware "
-                                   f"(plugin {spec.plugin or 'unknown'}); running it as asked")
-
-
-def _warn_if_chosen_unvalidated(spec: BackendSpec, source: SelectionSource, platform: Platform) -> None:
-    """A backend chosen automatically on this machine's real hardware although its numerics never passed there: say
-    so, once, with how to keep it out (simulated platforms only plan, so they never warn)."""
-    if source in (SelectionSource.REQUEST, SelectionSource.ENV) or platform.simulated or spec.validation.validated:
+def _warn_if_unvalidated(spec: BackendSpec, source: SelectionSource, platform: Platform) -> None:
+    """A backend whose numerics never passed on hardware, run on request or chosen automatically on this machine's
+    real hardware: say so, once (a plan for a simulated platform chosen automatically stays quiet)."""
+    if spec.validation.validated:
         return
-    _log_once(logging.WARNING, f"MoE backend {spec.name!r} was chosen automatically ({source.value}), but its numerics were never "
-                               f"validated on hardware (plugin {spec.plugin or 'unknown'}); set {env_vars.DISABLE}={spec.name} "
-                               "to keep it out")
+    never = f"its numerics were never validated on hardware (plugin {spec.plugin or 'unknown'})"
+    if source in (SelectionSource.REQUEST, SelectionSource.ENV):
+        _log_once(logging.WARNING, f"MoE backend {spec.name!r} was requested, but {never}; running it as asked")
+    elif not platform.simulated:
+        _log_once(logging.WARNING, f"MoE backend {spec.name!r} was chosen automatically ({source.value}), but {never}; "
+                                   f"set {env_vars.DISABLE}={spec.name} to keep it out")
 
 
 def _status(
