@@ -42,6 +42,13 @@ class Checks:
         """``results.json``: ``context`` (device, versions, ...) and every check's record."""
         path.write_text(json.dumps({**context, "checks": self.records}, indent=1, default=str))
 
+    def finish(self, out: Path, name: str, **context) -> int:
+        """Write ``out/results.json``, print the summary line of ``name``'s check; the exit status (1 when any failed)."""
+        self.write(out / "results.json", **context)
+        failed = self.failed()
+        print(f"{'FAIL' if failed else 'PASS'} {name} gpu_check: {len(self.records) - len(failed)}/{len(self.records)} checks passed; results in {out}")
+        return 1 if failed else 0
+
 
 def bench_command(out: Path, backends: str, scheme_name: str, preset: str, tokens: str) -> tuple[Path, list[str]]:
     """(output stem, argv) of one ``moe-core bench`` of ``backends`` on CUDA, its JSON under ``out``."""
@@ -59,6 +66,18 @@ def run_bench(stem: Path, argv: list[str], timeout_s: int = 120) -> str:
     if done.returncode:
         raise RuntimeError(f"exit {done.returncode}: {done.stderr[-2000:]}")
     return f"{stem}.json"
+
+
+def run_benches(checks: Checks, out: Path, backends: str, scheme_names, preset: str, shape: str, tokens: str, *,
+                began: float, deadline_s: float) -> None:
+    """One ``moe-core bench`` check of ``backends`` per scheme on ``preset`` (``shape`` names it in the check); once
+    ``deadline_s`` seconds have passed since ``began``, the rest are skipped with the command that runs each alone."""
+    for scheme_name in scheme_names:
+        stem, argv = bench_command(out, backends, scheme_name, preset, tokens)
+        if time.monotonic() - began > deadline_s:
+            print(f"SKIP moe-core bench {scheme_name}: past {deadline_s} s; alone: {' '.join(argv)}")
+            continue
+        checks.run(f"moe-core bench {backends.replace(',', ' vs ')}, {scheme_name}, {shape}", lambda s=stem, a=argv: run_bench(s, a))
 
 
 def start(name: str, library, default_library: Path) -> Path | None:

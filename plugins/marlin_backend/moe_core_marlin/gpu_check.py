@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from moe_core.testing.checklist import (
-    Checks, bench_command, check_expert_map, check_hot_experts, check_scheme_numerics, run_bench, start,
+    Checks, check_expert_map, check_hot_experts, check_scheme_numerics, run_benches, start,
 )
 from moe_core_marlin.library import LIBRARY
 
@@ -68,18 +68,9 @@ def main() -> int:
         checks.run(f"CUDA graph capture and replay, w4a16, {tokens} tokens", lambda t=tokens: conformance.check_graph_replay(MarlinKernel, small, "w4a16", tokens=t))
     checks.run("robustness kit", lambda: f"{len(check_robustness(reg, 'marlin', config=small, garbage_calls=20))} cases")
 
-    def bench(scheme_name, preset):
-        return run_bench(*bench_command(out, "marlin,triton", scheme_name, preset, BENCH_TOKENS))
-
-    for scheme_name in ("w4a16", "fp8-block-w8a16", "nvfp4-w4a16"):
-        if time.monotonic() - began > BENCH_DEADLINE_S:
-            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(bench_command(out, 'marlin,triton', scheme_name, 'qwen3-30b-a3b', BENCH_TOKENS)[1])}")
-            continue
-        checks.run(f"moe-core bench marlin vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=scheme_name: bench(s, "qwen3-30b-a3b"))
-    checks.write(out / "results.json", device=torch.cuda.get_device_name(), torch=torch.__version__, library=LIBRARY.report_lines())
-    failed = checks.failed()
-    print(f"{'FAIL' if failed else 'PASS'} marlin gpu_check: {len(checks.records) - len(failed)}/{len(checks.records)} checks passed; results in {out}")
-    return 1 if failed else 0
+    run_benches(checks, out, "marlin,triton", ("w4a16", "fp8-block-w8a16", "nvfp4-w4a16"), "qwen3-30b-a3b", "Qwen3-30B-A3B shape",
+                BENCH_TOKENS, began=began, deadline_s=BENCH_DEADLINE_S)
+    return checks.finish(out, "marlin", device=torch.cuda.get_device_name(), torch=torch.__version__, library=LIBRARY.report_lines())
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from moe_core.testing.checklist import (
-    Checks, bench_command, check_expert_map, check_hot_experts, check_scheme_numerics, run_bench, start,
+    Checks, check_expert_map, check_hot_experts, check_scheme_numerics, run_benches, start,
 )
 from moe_core_vllm_cutlass.library import LIBRARY
 from moe_core_vllm_cutlass import contract
@@ -94,16 +94,10 @@ def main() -> int:
     for backend in ("vllm_cutlass", "batched_vllm_cutlass"):
         checks.run(f"robustness kit, {backend}", lambda b=backend: f"{len(check_robustness(reg, b, config=small, garbage_calls=20))} cases")
 
-    for scheme_name in ("fp8-channel", "fp8-tensor-dyn"):
-        stem, argv = bench_command(out, "vllm_cutlass,triton", scheme_name, "qwen3-30b-a3b", BENCH_TOKENS)
-        if time.monotonic() - began > BENCH_DEADLINE_S:
-            print(f"SKIP moe-core bench {scheme_name}: past {BENCH_DEADLINE_S} s; alone: {' '.join(argv)}")
-            continue
-        checks.run(f"moe-core bench vllm_cutlass vs triton, {scheme_name}, Qwen3-30B-A3B shape", lambda s=stem, a=argv: run_bench(s, a))
-    checks.write(out / "results.json", device=torch.cuda.get_device_name(), torch=torch.__version__, library=LIBRARY.report_lines())
-    failed = checks.failed()
-    print(f"{'FAIL' if failed else 'PASS'} vllm_cutlass gpu_check: {len(checks.records) - len(failed)}/{len(checks.records)} checks passed; results in {out}")
-    return 1 if failed else 0
+    run_benches(checks, out, "vllm_cutlass,triton", ("fp8-channel", "fp8-tensor-dyn"), "qwen3-30b-a3b", "Qwen3-30B-A3B shape",
+                BENCH_TOKENS, began=began, deadline_s=BENCH_DEADLINE_S)
+    return checks.finish(out, "vllm_cutlass", device=torch.cuda.get_device_name(), torch=torch.__version__,
+                         library=LIBRARY.report_lines())
 
 
 if __name__ == "__main__":
