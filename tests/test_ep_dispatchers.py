@@ -139,10 +139,13 @@ class _ReplayCounter:
 
 
 class _GraphedOnCpu(PackedAllToAllDispatcher):
-    """The pack-graph bookkeeping of GPU forwards, exercised on a CPU with a stand-in graph."""
+    """The pack-graph bookkeeping of GPU forwards, exercised on a CPU with a stand-in graph; ``capturing`` stands
+    for an outer CUDA-graph capture, under which the step must run as plain ops (a replay there is an error)."""
+
+    capturing = False
 
     def _pack_graphable(self, device):
-        return True
+        return not self.capturing
 
     def _capture_pack(self, bufs, t):
         graph = bufs.pack_graphs[t] = _ReplayCounter(lambda: self.pack(bufs, t))
@@ -168,6 +171,25 @@ def test_eager_forwards_replay_the_pack_step_from_the_second_forward_of_a_token_
         assert torch.equal(gb.send, pb.send) and torch.equal(gb.slot[:t], pb.slot[:t])
     # 5: seen, captured and replayed, replayed; 6: seen, then captured and replayed; 7: beyond the limit, plain ops.
     assert {t: g.replays if g is not None else None for t, g in gb.pack_graphs.items()} == {5: 2, 6: 1}
+
+
+def test_under_an_outer_capture_the_pack_step_runs_as_plain_ops_even_where_a_graph_exists():
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    graphed, plain = _GraphedOnCpu(cfg, _Group(0, 2, 8)), PackedAllToAllDispatcher(cfg, _Group(0, 2, 8))
+    gb, pb = graphed.buffers(torch.device("cpu"), 8), plain.buffers(torch.device("cpu"), 8)
+    gen = torch.Generator().manual_seed(1)
+    for capturing in (False, False, True, True, False):
+        graphed.capturing = capturing
+        x, r = torch.randn(5, 16, generator=gen), Routing.from_logits(torch.randn(5, 8, generator=gen), 2)
+        for d, b in ((graphed, gb), (plain, pb)):
+            stage = b.stage[:5]
+            d.layout.hidden(stage, torch.float32).copy_(x)
+            d.layout.ids(stage).copy_(r.topk_ids)
+            d.layout.weights(stage).copy_(r.topk_weights)
+            d._pack_staged(b, 5)
+        assert torch.equal(gb.send, pb.send)
+    # captured and replayed on the second forward, not replayed under the two captures, replayed after them
+    assert gb.pack_graphs[5].replays == 2
 
 
 def test_buffer_sets_are_bounded_and_the_oldest_goes_first():

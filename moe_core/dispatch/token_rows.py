@@ -180,17 +180,17 @@ class TokenRowsDispatcher(Dispatcher):
 
     def _pack_staged(self, bufs: RowBuffers, t: int) -> None:
         """:meth:`pack`, replayed from a CUDA graph in eager GPU forwards once a token count has been seen."""
-        plain = not self._pack_graphable(bufs.send.device)
-        graph = bufs.pack_graphs.get(t)
-        if plain or graph is None:
-            if not plain and t not in bufs.pack_graphs and len(bufs.pack_graphs) < MAX_PACK_GRAPHS:
-                bufs.pack_graphs[t] = None  # seen once, run eagerly (warm-up); the next forward captures
-            elif not plain and t in bufs.pack_graphs:
+        graph = None
+        if self._pack_graphable(bufs.send.device):  # never under an outer capture: a replay there is an error
+            graph = bufs.pack_graphs.get(t)
+            if graph is None and t in bufs.pack_graphs:
                 graph = self._capture_pack(bufs, t)
-            if graph is None:
-                self.pack(bufs, t)
-                return
-        graph.replay()
+            elif t not in bufs.pack_graphs and len(bufs.pack_graphs) < MAX_PACK_GRAPHS:
+                bufs.pack_graphs[t] = None  # seen once, run eagerly (warm-up); the next forward captures
+        if graph is None:
+            self.pack(bufs, t)
+        else:
+            graph.replay()
 
     def _pack_graphable(self, device: torch.device) -> bool:
         """Whether the pack step may come from a graph of its own: eager forwards on a GPU, unless a capture failed."""

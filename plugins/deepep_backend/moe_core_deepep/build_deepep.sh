@@ -29,6 +29,10 @@ done
 [[ -x /usr/bin/gcc ]] && export CC=/usr/bin/gcc
 export CXX=${DEEPEP_CXX:-${CXX:-g++}} CC=${DEEPEP_CC:-${CC:-gcc}}
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+# CUDA 13 keeps libcu++ (cuda/std/...) under include/cccl: nvcc finds it, the host compiler of deep_ep.cpp (which
+# includes NVSHMEM's headers, which include cuda/std/tuple) does not.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [[ -d $cuda_home/include/cccl ]]; then export CPLUS_INCLUDE_PATH=$cuda_home/include/cccl${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}; fi
 if [[ -z ${NVSHMEM_DIR:-} ]]; then
     if nvshmem=$("$python" -c "import nvidia.nvshmem as m; print(list(m.__path__)[0])" 2>/dev/null); then
         echo "NVSHMEM: the wheel at $nvshmem (low-latency mode included)"
