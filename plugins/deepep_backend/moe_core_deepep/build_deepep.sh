@@ -19,7 +19,10 @@ set -euo pipefail
 
 src=${1:?usage: build_deepep.sh SOURCE_DIR [--wheel OUT_DIR]}
 wheel_dir=""
-if [[ ${2:-} == --wheel ]]; then wheel_dir=${3:?--wheel needs an output folder}; fi
+if [[ ${2:-} == --wheel ]]; then
+    wheel_dir=${3:?--wheel needs an output folder}
+    wheel_dir=$(mkdir -p "$wheel_dir" && cd "$wheel_dir" && pwd)  # absolute: the build runs in a copy elsewhere
+fi
 python=${PYTHON:-python3}
 
 for f in setup.py deep_ep/buffer.py csrc/deep_ep.cpp csrc/kernels/intranode.cu; do
