@@ -55,6 +55,15 @@ def test_slots_place_each_token_once_per_rank_it_needs_in_token_order(data):
                 assert got[token][dest] == trash
 
 
+@given(hidden=st.integers(1, 8192), top_k=st.integers(1, 16), dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn]))
+@settings(max_examples=200, deadline=None, derandomize=True)
+def test_the_hidden_states_row_stride_is_a_multiple_of_16_elements(hidden, top_k, dtype):
+    layout = RowLayout(hidden_bytes=hidden * dtype.itemsize, top_k=top_k)
+    view = layout.hidden(torch.zeros(3, layout.width, dtype=torch.uint8), dtype)
+    assert view.shape == (3, hidden) and view.stride(0) % 16 == 0 and layout.width % 128 == 0
+    assert layout.width - (hidden * dtype.itemsize + 8 * top_k) < 128  # no more padding than that takes
+
+
 def test_row_layout_is_aligned_and_keeps_hidden_states_first():
     layout = RowLayout(hidden_bytes=2 * 2050, top_k=3)
     assert layout.width % ROW_ALIGN == 0 and layout.width >= 4100 + 24

@@ -39,8 +39,10 @@ from moe_core.routing import Routing
 logger = logging.getLogger("moe_core")
 _INT32 = torch.iinfo(torch.int32)
 
-#: Row widths are multiples of this many bytes, so every row (and the hidden states' view) stays aligned.
-ROW_ALIGN = 16
+#: Row widths are multiples of this many bytes (a cache line): every row starts aligned, and the hidden states'
+#: row stride, in elements of any dtype up to 8 bytes, is a multiple of 16, which Triton's kernels specialize on
+#: (a stride it cannot prove divisible by 16 costs vectorized loads of the experts' GEMM over the received rows).
+ROW_ALIGN = 128
 #: Token counts whose pack step is kept as a CUDA graph, per buffers; others run as plain ops.
 MAX_PACK_GRAPHS = 16
 #: Buffer sets kept per dispatcher (one per row count; the oldest is dropped first). With a fixed
