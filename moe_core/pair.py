@@ -146,7 +146,7 @@ def select_pair(
         raise NoBackendError(f"expert parallelism of size {config.parallel.ep_size} on {platform.describe()}", _dispatch_table(query, rows),
                              subject="dispatcher", advice=NO_DISPATCHER_ADVICE)
     outcomes = tuple(_experts_for(fmt, config, experts) for fmt in _offered_formats(eligible, registry))
-    measured = _measured_pair(outcomes, eligible, registry, config, num_tokens, environ) if request is None else None
+    measured = _measured_pair(outcomes, eligible, registry, config, num_tokens, environ, platform.device_name) if request is None else None
     if measured is not None:
         dispatcher, best, why = measured
         rows = tuple(replace(c, status=CandidateStatus.SELECTED) if c.name == dispatcher.name else c for c in rows)
@@ -232,10 +232,11 @@ def _best_outcome(outcomes: tuple[FormatOutcome, ...], eligible: list[Candidate]
 
 
 def _measured_pair(outcomes: tuple[FormatOutcome, ...], eligible: list[Candidate], registry: Registry, config: MoEConfig,
-                   num_tokens: int | None, environ: Mapping[str, str]) -> tuple[DispatchSpec, FormatOutcome, str] | None:
-    """(dispatcher, its format's experts outcome, reason) from the measured dispatcher ranking in force: the first
-    eligible dispatcher of the nearest entry whose format has an experts backend; None without such an entry."""
-    in_force = dispatch_ranking.active(environ) if num_tokens is not None else None
+                   num_tokens: int | None, environ: Mapping[str, str], device_name: str) -> tuple[DispatchSpec, FormatOutcome, str] | None:
+    """(dispatcher, its format's experts outcome, reason) from the measured dispatcher ranking in force on
+    ``device_name``: the first eligible dispatcher of the nearest entry whose format has an experts backend;
+    None without such an entry."""
+    in_force = dispatch_ranking.active(environ, device_name) if num_tokens is not None else None
     entry = in_force.entry_for(config, num_tokens) if in_force is not None else None
     if entry is None:
         return None

@@ -92,3 +92,41 @@ def test_cli_explain_shows_the_measured_dispatcher(tmp_path, capsys, monkeypatch
     assert main(["explain", "--ep", "2", "--experts", "16", "--platform", "h100", "--tokens", "256"]) == 0
     out = capsys.readouterr().out
     assert "=> pair: naive + " in out and "naive 300 µs, packed_all_to_all 310 µs" in out
+
+
+def _shipped_docs():
+    from moe_core.dispatch.ranking import SHIPPED_DIR
+
+    return {path: json.loads(path.read_text()) for path in sorted(SHIPPED_DIR.glob("*.json"))}
+
+
+def test_every_shipped_dispatcher_ranking_is_valid_and_named_for_its_device():
+    from moe_core.ranking import device_slug
+
+    docs = _shipped_docs()
+    assert docs, "moe_core/rankings/dispatch/ holds no ranking"
+    for path, doc in docs.items():
+        ranking = DispatchRanking.from_dict(doc, str(path))
+        assert path.stem == device_slug(ranking.device) and ranking.entries
+
+
+def test_the_ranking_shipped_for_a_device_decides_on_that_device_and_nowhere_else(tmp_path):
+    """Each shipped entry, on a simulated platform of its device with the built-in dispatchers: the dispatcher chosen
+    is the first of the entry's order that the same platform serves (read from the file, not from the code)."""
+    for doc in _shipped_docs().values():
+        platform = next(p for p in map(preset, ("h100", "h200", "b200")) if p.device_name == doc["device"])
+        for e in doc["entries"]:
+            cfg = MoEConfig(e["num_experts"], e["top_k"], e["hidden_size"], 64, dtype=getattr(torch, e["dtype"]),
+                            parallel=ParallelConfig(ep_size=e["world_size"]))
+            reg = Registry(autoload=False)
+            got = select_pair(cfg, platform=platform, registry=reg, environ={}, num_tokens=e["tokens"])
+            served = {c.name for c in got.dispatchers if c.support.ok}
+            assert (got.dispatcher.name, got.dispatch_source) == (next(n for n in e["order"] if n in served), SelectionSource.RANKING)
+            # another device: no shipped ranking of its own for this shape, so priorities decide
+            elsewhere = select_pair(cfg, platform=preset("cpu"), registry=reg, environ={}, num_tokens=e["tokens"])
+            assert elsewhere.dispatch_source is SelectionSource.PRIORITY
+            # the user's file wins over the shipped one
+            mine = ranking_from_times(doc["device"], {(e["world_size"], e["num_experts"], e["top_k"], e["hidden_size"], e["dtype"], e["tokens"]): {"naive": 1.0}})
+            mine.save(tmp_path / "mine.json")
+            chosen = select_pair(cfg, platform=platform, registry=reg, environ={RANKING_FILE: str(tmp_path / "mine.json")}, num_tokens=e["tokens"])
+            assert chosen.dispatcher.name == "naive"

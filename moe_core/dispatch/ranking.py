@@ -3,7 +3,8 @@ layer shape and tokens per rank.
 
 Written by ``benchmarks/ep_gpu.py --write-dispatch-ranking FILE`` (the whole layer — dispatch, experts,
 combine — timed eagerly for every dispatcher, ranks aligned); read by :func:`moe_core.select_pair`
-from ``MOE_CORE_DISPATCH_RANKING_FILE`` or :func:`use_dispatch_ranking`. With a ranking and a token
+from :func:`use_dispatch_ranking`, else ``MOE_CORE_DISPATCH_RANKING_FILE``, else the ranking shipped for
+the platform's device (``moe_core/rankings/dispatch/<device-slug>.json``). With a ranking and a token
 count, the pair's dispatcher is the first *eligible* one in the measured order of the entry for the
 layer's world size and shape whose measured token count is nearest (geometrically) to the count; an
 explicit request always wins, and without a matching entry the priorities decide. Format in
@@ -23,9 +24,12 @@ from typing import Any, Mapping
 from moe_core import env as env_vars
 from moe_core.config import MoEConfig
 from moe_core.errors import RankingFileError
+from moe_core.ranking import device_slug
 
 FORMAT = "moe-core-dispatch-ranking/1"
 RANKING_FILE = env_vars.DISPATCH_RANKING_FILE
+#: Dispatcher rankings shipped with moe-core, one per device, used on the device they name.
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "rankings" / "dispatch"
 
 _FIELDS = {"world_size": int, "num_experts": int, "top_k": int, "hidden_size": int, "dtype": str, "tokens": int,
            "order": list, "times_us": list}
@@ -131,12 +135,19 @@ def use_dispatch_ranking(ranking: DispatchRanking | None) -> None:
     _active = ranking
 
 
-def active(environ: Mapping[str, str]) -> DispatchRanking | None:
-    """The dispatcher ranking in force: one set by :func:`use_dispatch_ranking`, else the environment's file."""
+def active(environ: Mapping[str, str], device_name: str = "") -> DispatchRanking | None:
+    """The dispatcher ranking in force: one set by :func:`use_dispatch_ranking`, else the environment's file, else
+    the one shipped for ``device_name`` (the platform's device; a simulated platform has its preset's name)."""
     if _active is not None:
         return _active
     path = environ.get(RANKING_FILE, "").strip()
-    return DispatchRanking.load(path) if path else None
+    return DispatchRanking.load(path) if path else shipped(device_name)
+
+
+def shipped(device_name: str) -> DispatchRanking | None:
+    """The dispatcher ranking moe-core ships for this device, if any."""
+    path = SHIPPED_DIR / f"{device_slug(device_name)}.json" if device_name else None
+    return DispatchRanking.load(path) if path is not None and path.is_file() else None
 
 
 def ranking_from_times(device: str, measured: Mapping[tuple, Mapping[str, float]]) -> DispatchRanking:
