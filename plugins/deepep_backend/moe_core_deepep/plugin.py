@@ -1,11 +1,10 @@
 """Registers ``deepep`` (normal mode, STANDARD format, prefill) and ``deepep_low_latency`` (BATCHED_EXPERTS,
 CUDA-graph safe, decode) with moe-core's dispatcher registry.
 
-Priorities: 95 and 94, below every validated built-in dispatcher (``naive`` is the lowest at 100,
-moe_core/dispatch/builtin.py). Until their equality with the single-GPU layer is recorded on GPUs
-(validation NOT_VALIDATED), an automatic choice never prefers them over a validated built-in; a
-request (``ParallelConfig.dispatch_backend``) or a measured dispatcher ranking that finds them faster
-(MOE_CORE_DISPATCH_RANKING_FILE) selects them.
+Priorities: 95 and 94, below the built-in dispatchers (``naive`` is the lowest at 100,
+moe_core/dispatch/builtin.py): an automatic choice takes them only where a measured dispatcher ranking
+finds them faster; a request (``ParallelConfig.dispatch_backend``) always does. Validated on two H200s
+(:data:`VALIDATION`): equality with the single-GPU layer and the low-latency pair's CUDA-graph replay.
 
 What the answers below cannot see: whether the ranks are joined by NVLink (DeepEP's intranode kernels
 need it; assumed, as no cheap check exists without touching the GPUs), and whether the installed
@@ -25,9 +24,17 @@ from moe_core.config import ActivationFormat
 from moe_core.dispatch.spec import DispatchSpec
 from moe_core.hookspecs import hookimpl
 from moe_core.platform import DeviceKind
-from moe_core.spec import NOT_VALIDATED
+from moe_core.spec import Validation
 from moe_core.support import Support
 from moe_core_deepep import contract, how_to_build
+
+#: Equality with the single-GPU layer (Qwen3-30B-A3B shape, bf16: skewed routing with an empty rank and an invalid
+#: id, uneven random routing) of both dispatchers and CUDA-graph replay of deepep_low_latency, on two H200s
+#: (docs/benchmarks/deepep-h200x2.md).
+VALIDATION = Validation(
+    hardware="2x NVIDIA H200 (NV18), one rank per GPU", provider="DeepEP 1.2.1 (v1.2.1), NVSHMEM 3.4.5, torch 2.11.0+cu130",
+    date="2026-11-28", log="docs/benchmarks/raw/2026-11-28-deepep-h200x2/check.log",
+)
 
 SPECS = (
     DispatchSpec(
@@ -35,14 +42,14 @@ SPECS = (
         implementation="moe_core_deepep.dispatcher:DeepEPDispatcher",
         host_sync=True,  # the receive counts reach the host before the buffers are sized
         cuda_graph_safe=False, world_sizes=contract.NORMAL_WORLD_SIZES, devices=frozenset({DeviceKind.CUDA}),
-        validation=NOT_VALIDATED,
+        validation=VALIDATION,
         description="DeepEP intranode normal mode over NVLink: each token once to each rank that needs it (prefill)",
     ),
     DispatchSpec(
         name="deepep_low_latency", family="deepep", priority=94, output_format=ActivationFormat.BATCHED_EXPERTS,
         implementation="moe_core_deepep.dispatcher:DeepEPLowLatencyDispatcher",
         host_sync=False, cuda_graph_safe=True, world_sizes=contract.LOW_LATENCY_WORLD_SIZES,
-        devices=frozenset({DeviceKind.CUDA}), validation=NOT_VALIDATED,
+        devices=frozenset({DeviceKind.CUDA}), validation=VALIDATION,
         description="DeepEP low-latency mode over NVSHMEM: fixed per-expert buffers, bf16, needs max_tokens_per_rank (decode, CUDA graphs)",
     ),
 )
@@ -107,7 +114,7 @@ def moe_core_dispatch_supports(dispatcher, config, weight_key, activation_key, p
         reasons = _common_reasons(config, platform, contract.LOW_LATENCY_MIN_CAPABILITY) + _low_latency_reasons(config, platform)
     if reasons:
         return Support.no(*reasons)
-    return Support.yes("not yet validated on GPUs; the ranks are assumed to be joined by NVLink")
+    return Support.yes("the ranks are assumed to be joined by NVLink")
 
 
 @hookimpl
