@@ -304,7 +304,7 @@ def _single_gpu(full, weights, sch, tokens: int, device: str, iters: int, cuda: 
 def _all(rank: int, world: int, args: argparse.Namespace, dispatchers: list[str], single_gpu: bool) -> dict:
     device = ("cuda:0" if args.one_gpu else f"cuda:{rank}") if args.device == "cuda" else "cpu"
     shapes = args.shapes.split(",")
-    out = {"rank": rank, "device": torch.cuda.get_device_name(rank) if args.device == "cuda" else "cpu"}
+    out = {"rank": rank, "device": torch.cuda.get_device_name(device) if args.device == "cuda" else "cpu"}
     if "graphs" in args.phases:
         out["graphs"] = graph_check(rank, world, shapes, dispatchers, device)
     if "bench" in args.phases:
