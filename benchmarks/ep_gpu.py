@@ -301,6 +301,40 @@ def _single_gpu(full, weights, sch, tokens: int, device: str, iters: int, cuda: 
     return eager_and_graph(lambda: layer(x, routing), iters, cuda, aligned=False) | {"backend": layer.backend, "tokens": tokens}
 
 
+def profile(rank: int, world: int, shape: str, tokens: int, dispatchers: list[str], device: str, calls: int = 5) -> dict:
+    """Per dispatcher, torch.profiler around ``calls`` dispatch + combine calls (the experts' output fixed) after two
+    warm-ups: the ops by device time (host time off a GPU), as a printed table (rank 0) and the top rows returned."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    cuda = device.startswith("cuda")
+    full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
+    sch = scheme(TIMED_SCHEME[shape])
+    weights = random_layer(full, sch, device=device, seed=0)
+    x, routing = _inputs(full, tokens, device, rank + 1)
+    out = {}
+    for d in dispatchers:
+        layer = _ep_layer(full, weights, sch, rank, world, d, tokens, None)
+        sent = layer.dispatcher.dispatch(x, routing)
+        y = layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, tokens)
+        step = lambda: layer.dispatcher.combine(y, layer.dispatcher.dispatch(x, routing))  # noqa: E731
+        for _ in range(2):
+            step()
+        dist.barrier()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with torch_profile(activities=activities) as prof:
+            for _ in range(calls):
+                step()
+            if cuda:
+                torch.cuda.synchronize(device)
+        key = "self_device_time_total" if cuda else "self_cpu_time_total"
+        events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)
+        out[d] = [{"op": e.key, "count": e.count // calls, "us_per_call": getattr(e, key) / calls} for e in events[:25]]
+        if rank == 0:
+            print(f"PROFILE {shape} {tokens} tok/rank {d}: dispatch + combine, per call (of {calls}), by "
+                  f"{'device' if cuda else 'host'} time\n" + prof.key_averages().table(sort_by=key, row_limit=25), flush=True)
+    return out
+
+
 def _all(rank: int, world: int, args: argparse.Namespace, dispatchers: list[str], single_gpu: bool) -> dict:
     device = ("cuda:0" if args.one_gpu else f"cuda:{rank}") if args.device == "cuda" else "cpu"
     shapes = args.shapes.split(",")
@@ -310,6 +344,8 @@ def _all(rank: int, world: int, args: argparse.Namespace, dispatchers: list[str]
     if "bench" in args.phases:
         clock = Clock(args.budget_s, device)
         out["bench"] = bench(rank, world, shapes, [int(t) for t in args.tokens.split(",")], dispatchers, args.iters, device, clock, single_gpu)
+    if "profile" in args.phases:
+        out["profile"] = profile(rank, world, shapes[0], max(int(t) for t in args.tokens.split(",")), dispatchers, device)
     return out
 
 
@@ -342,7 +378,8 @@ def main() -> int:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--small", action="store_true", help="tiny shapes (a logic check on CPUs); same as --shapes tiny")
     p.add_argument("--one-gpu", action="store_true", help="all ranks on cuda:0 over gloo (NCCL needs a GPU per rank)")
-    p.add_argument("--phases", default="equality,graphs,bench")
+    p.add_argument("--phases", default="equality,graphs,bench",
+                   help="any of equality, graphs, bench, profile (torch.profiler of dispatch + combine, first shape, largest token count)")
     p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b", help="comma-separated: qwen3-30b-a3b, mixtral-8x7b, deepseek-v3")
     p.add_argument("--equality-shapes", help="shapes of the equality phase (default: --shapes)")
     p.add_argument("--tokens", default="16,256,4096", help="tokens per rank")
@@ -386,7 +423,7 @@ def main() -> int:
             else:
                 ok &= _record_equality(report["equality"], per_rank)
                 save()
-        if "graphs" in args.phases or "bench" in args.phases:
+        if "graphs" in args.phases or "bench" in args.phases or "profile" in args.phases:
             # Time left for timing, shared out: a later group (peer_copy) keeps a third of what remains.
             left = max(deadline - time.monotonic(), 0.0)
             args.budget_s = left * (2 / 3 if index + 1 < len(groups) else 1.0)

@@ -2,8 +2,9 @@
 # Expert parallelism on a 4-GPU machine in one run of about 8 minutes: equality with the single-GPU layer
 # and CUDA-graph capture of every dispatcher at world sizes 2 and 4; timing with one method (ranks aligned
 # by a barrier, CUDA events, eager and graph replay) of the raw all_to_all_single, dispatch + combine, the
-# layer, and one GPU on EP = 1 and on the whole work; the scaling table, the targets, and the measured
-# dispatcher ranking of world sizes 2 and 4.
+# layer, and one GPU on EP = 1 and on the whole work; a torch.profiler table of each dispatcher's dispatch +
+# combine (first shape, 4096 tokens per rank, in the timing logs); the scaling table, the targets, and the
+# measured dispatcher ranking of world sizes 2 and 4.
 # Usage, from the repository root on the GPU machine:  bash benchmarks/ep_suite.sh
 # Writes 8 files under $OUT (default ./out): summary.txt (also printed; machine and versions first),
 # ep_world2.{json,log} (timing), ep_world2_equality.{json,log}, ep_world4.{json,log} and
@@ -50,7 +51,7 @@ ep() {  # ep NAME WORLD LIMIT_S GPUS ARGS...: one limited run of ep_gpu.py on th
     --json "$out/$name.json" "$@" "${extra[@]}" > "$out/$name.log" 2>&1
   echo "$name: exit $? after $(( $(date +%s) - begin )) s"
 }
-timing=(--phases graphs,bench --tokens 4096,256,16 --iters "$iters" --write-dispatch-ranking "$out/dispatch_ranking.json")
+timing=(--phases graphs,bench,profile --tokens 4096,256,16 --iters "$iters" --write-dispatch-ranking "$out/dispatch_ranking.json")
 if [ "$gpus" -ge 4 ]; then  # world 2's equality on GPUs 2-3 beside its timing on GPUs 0-1
   ep ep_world2_equality 2 "$world2_s" 2,3 --phases equality --shapes qwen3-30b-a3b,mixtral-8x7b &
 else  # two or three GPUs: one after the other, world 4 skipped
