@@ -26,15 +26,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 import ep_gpu  # noqa: E402 - benchmarks/ep_gpu.py: its timing method, with the deepep names added
 
 QWEN = dict(experts=128, top_k=8, hidden=2048, intermediate=768, dtype=torch.bfloat16)  # Qwen3-30B-A3B
+MIXTRAL = dict(experts=8, top_k=2, hidden=4096, intermediate=14336, dtype=torch.bfloat16)  # Mixtral-8x7B
 LOW_LATENCY_ROWS = 256  # one low-latency buffer for every case: the largest max_tokens_per_rank comes first
+LOW_LATENCY = dict(max_tokens_per_rank=LOW_LATENCY_ROWS)
 CASES = [
     EPCase("skewed_empty_rank_invalid_id/deepep", "deepep", tokens=(96, 0), routing="skewed", invalid_id=True, **QWEN),
     EPCase("random_uneven/deepep", "deepep", tokens=(200, 57), **QWEN),
     EPCase("skewed_empty_rank_invalid_id/deepep_low_latency", "deepep_low_latency", tokens=(96, 0), routing="skewed",
-           invalid_id=True, max_tokens_per_rank=LOW_LATENCY_ROWS, **QWEN),
-    EPCase("random_uneven/deepep_low_latency", "deepep_low_latency", tokens=(200, 57), max_tokens_per_rank=LOW_LATENCY_ROWS, **QWEN),
+           invalid_id=True, **LOW_LATENCY, **QWEN),
+    EPCase("random_uneven/deepep_low_latency", "deepep_low_latency", tokens=(200, 57), **LOW_LATENCY, **QWEN),
+    EPCase("fp8_block/deepep", "deepep", tokens=(200, 57), scheme="fp8-block", **QWEN),
+    EPCase("fp8_block/deepep_low_latency", "deepep_low_latency", tokens=(200, 57), scheme="fp8-block", **LOW_LATENCY, **QWEN),
+    EPCase("mixtral/deepep", "deepep", tokens=(200, 57), **MIXTRAL),
+    EPCase("mixtral/deepep_low_latency", "deepep_low_latency", tokens=(200, 57), **LOW_LATENCY, **MIXTRAL),
 ]
-TIMED = ["deepep", "deepep_low_latency", "all_to_all", "batched_all_to_all", "naive"]
+TIMED = ["deepep", "deepep_low_latency", "all_to_all", "packed_all_to_all", "batched_all_to_all", "naive"]
 
 
 def graph_replay(rank: int, world: int) -> dict:
@@ -74,7 +80,8 @@ def timing(rank: int, world: int, iters: int, budget_s: float) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", help="write every result here")
-    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--write-dispatch-ranking", help="write the measured dispatcher ranking of this run here")
     p.add_argument("--budget-s", type=float, default=150, help="no timing case starts after this many seconds")
     args = p.parse_args()
     report, ok = {"torch": torch.__version__}, True
@@ -99,6 +106,8 @@ def main() -> int:
         line(max(g["errors"]) <= g["budget"], f"graph replay deepep_low_latency rank {rank}", f"errors vs eager {g['errors']}, {g['pair']}")
     bench = spawn_group(2, timing, "nccl", args.iters, args.budget_s, timeout_s=420)
     report["bench"] = bench
+    if args.write_dispatch_ranking:
+        ep_gpu.dispatch_ranking([{"bench": b} for b in bench], 2, torch.cuda.get_device_name()).save(args.write_dispatch_ranking)
     for key, row in sorted(bench[0].items()):
         if "dispatch_combine" in row or "error" in row:
             line("error" not in row, f"timing {key} rank 0", row.get("dispatch_combine", row.get("error")))

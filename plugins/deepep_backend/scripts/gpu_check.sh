@@ -32,8 +32,9 @@ step 120 install python3 -m pip install -q --no-deps --no-build-isolation -e . -
   python3 -c "import sys, torch, deep_ep; print('python', sys.version.split()[0], 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
   python3 -m pip list 2>/dev/null | grep -iE "deep.ep|nvshmem"; } > "$out/env.txt" 2>&1; cat "$out/env.txt"
 step 30 doctor moe-core doctor
-step ${CHECK_LIMIT:-400} check python3 plugins/deepep_backend/scripts/gpu_check.py --json "$out/deepep_gpu.json"
+step ${CHECK_LIMIT:-540} check python3 plugins/deepep_backend/scripts/gpu_check.py --json "$out/deepep_gpu.json" \
+    --write-dispatch-ranking "$out/dispatch_ranking.json"
 rc=$?
 grep -hE "^(PASS|FAIL|ALL PASS|SOME)" "$out/check.log"
-if [[ -n ${OUT:-} ]]; then cp "$out/deepep_gpu.json" "$OUT"/ 2>/dev/null; tar czf "$OUT/logs.tgz" -C "$out" --exclude=wheel .; fi
+if [[ -n ${OUT:-} ]]; then cp "$out/deepep_gpu.json" "$out/dispatch_ranking.json" "$OUT"/ 2>/dev/null; tar czf "$OUT/logs.tgz" -C "$out" --exclude=wheel .; fi
 exit $rc
