@@ -47,9 +47,14 @@ def test_conformance(reg):
 @pytest.mark.parametrize("name, fmt, priority", [
     ("vllm_cutlass", ActivationFormat.STANDARD, 520), ("batched_vllm_cutlass", ActivationFormat.BATCHED_EXPERTS, 510),
 ])
-def test_specs_declare_vllms_three_fp8_pairs_unvalidated(reg, name, fmt, priority):
+def test_specs_declare_vllms_three_fp8_pairs_validated_on_the_h200(reg, name, fmt, priority):
+    from pathlib import Path
+
     spec = reg.specs[name]
-    assert spec.family == "vllm" and not spec.validation.validated and not spec.supports_lora and spec.formats == {fmt}
+    assert spec.family == "vllm" and not spec.supports_lora and spec.formats == {fmt}
+    assert spec.validation.validated and spec.validation.hardware == "NVIDIA H200"
+    log = Path(__file__).resolve().parents[3] / spec.validation.log
+    assert "34/34 checks passed" in log.read_text()
     assert all(spec.claims(*scheme(s).keys) for s in CLAIMED)
     for other in ("fp8-tensor-token", "fp8-block", "fp8-w8a16", "nvfp4", "unquantized", "int8"):
         assert not spec.claims(*scheme(other).keys), other  # not among CutlassExpertsFp8's pairs, or not this GEMM
