@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of moe-core's numerics and selection code with mutmut 3 (not part of CI: minutes per target).
 #
-#   scripts/mutation.sh [target ...]     targets: quantization reference routing_guard resolver pair triton_host
+#   scripts/mutation.sh [target ...]     targets: quantization reference routing_guard resolver pair dispatch triton_host
 #                                        (default: all); MUTMUT_CHILDREN=2 parallel workers (default 2)
 #
 # Each target runs in a scratch copy (mutmut writes a mutants/ tree next to the code), against the fast tests
@@ -26,11 +26,13 @@ FILES[resolver]="moe_core/resolver.py"
 TESTS[resolver]="tests/test_resolver_explanations.py tests/test_resolver.py tests/test_resolver_properties.py tests/test_registry.py tests/test_ranking_sources.py tests/test_bench_and_ranking.py tests/parity/test_parity.py"
 FILES[pair]="moe_core/pair.py"
 TESTS[pair]="tests/test_pair_selection.py tests/test_pair_properties.py tests/test_ep_ranking.py"
+FILES[dispatch]="moe_core/dispatch/token_rows.py moe_core/dispatch/ranking.py"
+TESTS[dispatch]="tests/test_ep_dispatchers.py tests/test_ep_ranking.py"
 FILES[triton_host]="moe_core_triton/launch.py moe_core_triton/configs.py"
 TESTS[triton_host]="triton_tests/test_triton_launch.py triton_tests/test_triton_direct_launch.py triton_tests/test_triton_configs.py"
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(quantization reference routing_guard resolver pair triton_host)
+[ ${#targets[@]} -eq 0 ] && targets=(quantization reference routing_guard resolver pair dispatch triton_host)
 
 for target in "${targets[@]}"; do
   [ -n "${FILES[$target]:-}" ] || { echo "unknown target $target; valid: ${!FILES[*]}" >&2; exit 2; }

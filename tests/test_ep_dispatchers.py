@@ -256,9 +256,86 @@ def test_wide_ids_outside_int32_are_counted_as_invalid_not_wrapped_into_range():
 
     cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
     d = _Loopback(cfg, _Group(0, 2, 4))
-    ids = torch.tensor([[2**32 + 1, 3], [1, 2]], dtype=torch.int64)  # 2**32 + 1 would wrap to expert 1 as int32
+    # 2**32 + 1 and 1 - 2**32 would wrap to expert 1 as int32
+    ids = torch.tensor([[2**32 + 1, 3], [1 - 2**32, 2]], dtype=torch.int64)
     sent = d.dispatch(torch.ones(2, 16), Routing(ids, torch.full((2, 2), 0.5)))
-    with pytest.raises(InvalidRoutingError, match="1 value"):
+    with pytest.raises(InvalidRoutingError, match="2 value"):
         d.routing_errors.check()
-    first = sent.routing.topk_ids[0].tolist(), sent.routing.topk_weights[0].tolist()
-    assert first == ([0, 3], [0.0, 0.5])  # the bad pair travels to expert 0 with weight 0
+    got = sent.routing.topk_ids[:2].tolist(), sent.routing.topk_weights[:2].tolist()
+    assert got == ([[0, 3], [0, 2]], [[0.0, 0.5], [0.0, 0.5]])  # the bad pairs travel to expert 0 with weight 0
+
+
+class _Threaded(PackedAllToAllDispatcher):
+    """One rank of a group of threads: ``send_rows`` exchanges blocks through shared lists and a barrier, as
+    ``all_to_all_single`` does between processes (block ``p`` of rank ``r``'s ``recv`` is block ``r`` of rank ``p``'s
+    ``send``), so the whole data path runs in one process."""
+
+    def __init__(self, cfg, group, mailbox: list, barrier):
+        super().__init__(cfg, group)
+        self.mailbox, self.barrier = mailbox, barrier
+
+    def send_rows(self, send, recv):
+        ep, rank = self.config.parallel.ep_size, self.group.rank
+        self.mailbox[rank] = send
+        self.barrier.wait(timeout=30)
+        rows = send.shape[0] // ep
+        for p in range(ep):
+            recv[p * rows:(p + 1) * rows].copy_(self.mailbox[p][rank * rows:(rank + 1) * rows])
+        self.barrier.wait(timeout=30)
+
+
+def _toy_experts(sent) -> torch.Tensor:
+    """Expert ``e`` scales a row by ``e + 1``; each row's output is the weighted sum over its pairs whose expert the
+    dispatcher's expert map places on this rank."""
+    ids, weights = sent.routing.topk_ids.long(), sent.routing.topk_weights
+    here = sent.expert_map[ids] >= 0
+    return sent.hidden_states * (here * weights * (ids + 1)).sum(1, keepdim=True)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(ep=st.sampled_from([2, 3, 4]), counts=st.lists(st.integers(0, 9), min_size=4, max_size=4), limit=st.sampled_from([None, 9, 12]),
+       seed=st.integers(0, 2**16))
+def test_dispatch_then_combine_over_threads_gives_each_token_its_weighted_experts(ep, counts, limit, seed):
+    """The whole token-rows path in one process (threads stand in for the ranks): every token comes back as the
+    weighted sum of its experts' outputs, wherever they live, for any token counts (an empty rank too); rows per
+    destination are the limit when set, else the largest count rounded up to a power of two."""
+    import threading
+
+    experts, k, hidden = 4 * ep, 3, 8
+    cfg = MoEConfig(experts, k, hidden, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=ep))
+    mailbox, barrier = [None] * ep, threading.Barrier(ep)
+    ranks = [_Threaded(cfg, _Group(r, ep, limit), mailbox, barrier) for r in range(ep)]
+    largest = max(counts[:ep])
+    for d in ranks:  # the group's largest count, as the all-reduce of tokens_per_rank would give it
+        d.tokens_per_rank = lambda n, device, d=d: d.group.max_tokens_per_rank or max(largest, 1)
+    gen = torch.Generator().manual_seed(seed)
+    inputs = []
+    for r in range(ep):
+        t = counts[r]
+        ids = torch.stack([torch.randperm(experts, generator=gen)[:k] for _ in range(t)]) if t else torch.zeros(0, k, dtype=torch.int64)
+        inputs.append((torch.randn(t, hidden, generator=gen), Routing(ids, torch.rand(t, k, generator=gen))))
+    outs, errors = [None] * ep, []
+
+    def run(r):
+        try:
+            sent = ranks[r].dispatch(*inputs[r])
+            outs[r] = ranks[r].combine(_toy_experts(sent), sent)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(ep)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors, errors
+    rows = limit or (1 << (max(largest, 1) - 1).bit_length())
+    for r, (x, routing) in enumerate(inputs):
+        want = x * (routing.topk_weights * (routing.topk_ids + 1)).sum(1, keepdim=True)
+        torch.testing.assert_close(outs[r], want, rtol=1e-5, atol=1e-5)
+        bufs = ranks[r]._buffers[(torch.device("cpu"), rows)]
+        assert bufs.rows == rows and bufs.send.shape[0] == ep * rows + 1
+        # every unused slot of destination d names an expert that rank d does not hold
+        owners = bufs.blank_ids[:-1].view(ep, rows, k).long() // 4
+        assert all((owners[d] != d).all() for d in range(ep))

@@ -56,6 +56,12 @@ def test_entries_of_another_world_size_or_shape_change_nothing():
     assert got.dispatcher.name == "all_to_all" and got.dispatch_source is SelectionSource.PRIORITY
 
 
+def test_the_smallest_valid_entry_is_accepted_and_serves_one_token():
+    ranking = DispatchRanking.from_dict({"format": "moe-core-dispatch-ranking/1", "device": "x",
+                                         "entries": [_ENTRY | {"tokens": 1}]})
+    assert ranking.entry_for(_cfg(), 1).tokens == 1 and ranking.entry_for(_cfg(), 0) is None
+
+
 def test_the_file_round_trips_and_is_read_from_the_environment(tmp_path):
     ranking = _measured({"naive": 100.0}, {"all_to_all": 7.5, "naive": 9.0})
     path = tmp_path / "dispatch.json"
@@ -64,9 +70,21 @@ def test_the_file_round_trips_and_is_read_from_the_environment(tmp_path):
     assert _pair(5000, {RANKING_FILE: str(path)}).dispatcher.name == "all_to_all"
 
 
+_ENTRY = {"world_size": 2, "num_experts": 8, "top_k": 2, "hidden_size": 64, "dtype": "float32", "tokens": 16,
+          "order": ["naive"], "times_us": [1.0]}
+
+
 @pytest.mark.parametrize("broken, message", [
     ({"format": "other"}, "format"),
-    ({"entries": [{"world_size": 2}]}, "entries\\[0\\] must be an object with"),
+    ({"device": None}, "needs 'device' \\(a string\\) and 'entries' \\(a list\\)"),
+    ({"entries": {}}, "needs 'device' \\(a string\\) and 'entries' \\(a list\\)"),
+    ({"entries": [_ENTRY | {"tokens": True}]}, "entries\\[0\\].tokens must be int, got True"),
+    ({"entries": [_ENTRY | {"tokens": 0}]}, "entries\\[0\\] needs world_size >= 2 and tokens >= 1"),
+    ({"entries": [_ENTRY | {"world_size": 1}]}, "entries\\[0\\] needs world_size >= 2 and tokens >= 1"),
+    ({"entries": [_ENTRY | {"order": [""]}]}, "non-empty list of distinct dispatcher names"),
+    ({"entries": [_ENTRY | {"times_us": [0.0]}]}, "one positive time"),
+    ({"entries": [_ENTRY | {"times_us": [True]}]}, "one positive time"),
+    ({"entries": [{"world_size": 2}]}, "entries\\[0\\] must be an object with world_size, num_experts"),
     ({"entries": [{"world_size": 2, "num_experts": 8, "top_k": 2, "hidden_size": 64, "dtype": "float32", "tokens": 16,
                    "order": ["naive", "naive"], "times_us": [1, 2]}]}, "distinct"),
     ({"entries": [{"world_size": 2, "num_experts": 8, "top_k": 2, "hidden_size": 64, "dtype": "float32", "tokens": 16,
