@@ -58,4 +58,8 @@ def _rank_main(rank: int, world_size: int, backend: str, tmp: str, timeout_s: in
         sys.stderr.flush()
         os._exit(1)
     torch.save(result, Path(tmp) / f"rank{rank}.pt")
+    if backend != "nccl":
+        # gloo: no rank tears its group down while a peer still drains a send of it (a peer's gloo thread would
+        # see the connection close and abort its process).
+        dist.barrier()
     dist.destroy_process_group()  # with NCCL, only after every CUDA graph holding its collectives is freed
