@@ -144,8 +144,9 @@ def active(environ: Mapping[str, str], device_name: str = "") -> DispatchRanking
     return DispatchRanking.load(path) if path else shipped(device_name)
 
 
+@functools.lru_cache(maxsize=None)
 def shipped(device_name: str) -> DispatchRanking | None:
-    """The dispatcher ranking moe-core ships for this device, if any."""
+    """The dispatcher ranking moe-core ships for this device, if any (read once per process)."""
     path = SHIPPED_DIR / f"{device_slug(device_name)}.json" if device_name else None
     return DispatchRanking.load(path) if path is not None and path.is_file() else None
 
