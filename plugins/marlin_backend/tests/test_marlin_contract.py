@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from moe_core.config import Activation
 from moe_core.env import MARLIN_OPS_LIBRARY
+from moe_core.testing.ops_schemas import registered_ops
 from moe_core_marlin import contract, glue, library
 from moe_core_marlin.library import LIBRARY
 
@@ -37,11 +38,8 @@ def test_recorded_schemas_parse_and_name_the_arguments_the_glue_passes():
 
 
 def namespace(schemas):
-    """A stand-in for torch.ops._moe_C: ``<op>.default._schema`` for each given schema text."""
-    ns = types.SimpleNamespace()
-    for name, text in schemas.items():
-        setattr(ns, name, types.SimpleNamespace(default=types.SimpleNamespace(_schema=torch._C.parse_schema(f"_moe_C::{text}"))))
-    return ns
+    """A stand-in for torch.ops._moe_C registering the given schema texts."""
+    return registered_ops(LIBRARY.namespace, schemas)
 
 
 def test_a_library_with_the_recorded_schemas_is_accepted_and_a_different_one_refused():

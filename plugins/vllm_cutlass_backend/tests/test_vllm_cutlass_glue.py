@@ -26,6 +26,7 @@ from moe_core.presets import random_inputs
 from moe_core.quant import scheme
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing.conformance import check_against_reference
+from moe_core.testing.ops_schemas import registered_ops
 from moe_core_vllm_cutlass import contract, glue, kernel, library
 from moe_core_vllm_cutlass.library import LIBRARY
 
@@ -48,11 +49,8 @@ FP8_MAX = 448.0
 
 
 def namespace(schemas):
-    """A stand-in for torch.ops._C: ``<op>.default._schema`` for each given schema text."""
-    ns = types.SimpleNamespace()
-    for name, text in schemas.items():
-        setattr(ns, name, types.SimpleNamespace(default=types.SimpleNamespace(_schema=torch._C.parse_schema(f"_C::{text}"))))
-    return ns
+    """A stand-in for torch.ops._C registering the given schema texts."""
+    return registered_ops(LIBRARY.namespace, schemas)
 
 
 def test_the_recorded_contract_is_what_the_wheel_registers():
