@@ -121,6 +121,18 @@ def check_expert_map(kernel_cls, cfg, scheme_name: str, tokens: int) -> float:
     return check_against_reference(kernel_cls, cfg, scheme_name, *random_inputs(cfg, tokens, device="cuda"), emap)
 
 
+def check_activations(checks: Checks, kernel_cls, cfg, scheme_name: str, tokens: int = 33) -> None:
+    """Two checks against the reference on CUDA: ``cfg`` with gelu, and with the SwiGLU clamp at 0.5."""
+    from moe_core.config import Activation
+    from moe_core.presets import random_inputs
+    from moe_core.testing.conformance import check_against_reference
+
+    for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
+        variant = dataclasses.replace(cfg, **change)
+        checks.run(f"{label}, {scheme_name}", lambda c=variant: check_against_reference(
+            kernel_cls, c, scheme_name, *random_inputs(c, tokens, device="cuda")))
+
+
 def check_scheme_numerics(reg, backend: str, cfg, scheme_name: str, tokens) -> list[dict]:
     """:func:`moe_core.testing.conformance.check_numerics` for one scheme and layer: (tokens, error, tolerance) per case."""
     from moe_core.testing.conformance import check_numerics

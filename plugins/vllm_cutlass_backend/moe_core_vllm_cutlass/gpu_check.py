@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from moe_core.testing.checklist import (
-    Checks, check_expert_map, check_hot_experts, check_scheme_numerics, run_benches, start,
+    Checks, check_activations, check_expert_map, check_hot_experts, check_scheme_numerics, run_benches, start,
 )
 from moe_core_vllm_cutlass.library import LIBRARY
 from moe_core_vllm_cutlass import contract
@@ -41,8 +41,7 @@ def main() -> int:
     out = start("vllm_cutlass", LIBRARY, DEFAULT_LIBRARY)
     if out is None:
         return 1
-    from moe_core.config import Activation, MoEConfig
-    from moe_core.presets import random_inputs
+    from moe_core.config import MoEConfig
     from moe_core.testing import conformance
     from moe_core.testing.robustness import check_robustness
     from moe_core_vllm_cutlass.kernel import VllmCutlassKernel
@@ -83,10 +82,7 @@ def main() -> int:
         checks.run(f"all 333 tokens on experts 3 and 5, {name}", lambda n=name: check_hot_experts(VllmCutlassKernel, small, n))
         for tokens in (5, 77):  # 10 pairs: A and B swapped inside the GEMM; 154: not
             checks.run(f"expert map (4 of 8 experts here), {name}, {tokens} tokens", lambda n=name, t=tokens: check_expert_map(VllmCutlassKernel, small, n, t))
-    for label, change in (("gelu", dict(activation=Activation.GELU)), ("SwiGLU clamp 0.5", dict(swiglu_limit=0.5))):
-        cfg = dataclasses.replace(small, **change)
-        checks.run(f"{label}, fp8-channel", lambda c=cfg: conformance.check_against_reference(
-            VllmCutlassKernel, c, "fp8-channel", *random_inputs(c, 33, device="cuda")))
+    check_activations(checks, VllmCutlassKernel, small, "fp8-channel")
     for name in ("fp8-channel", "fp8-tensor-dyn"):
         for tokens in (1, 64):
             checks.run(f"CUDA graph capture and replay, {name}, {tokens} tokens",
