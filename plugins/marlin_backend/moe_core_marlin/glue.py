@@ -34,7 +34,9 @@ def block_size_m(tokens: int, top_k: int, local_experts: int, global_experts: in
 def align(ops, topk_ids: torch.Tensor, block: int, global_experts: int, expert_map: torch.Tensor | None):
     """(sorted_token_ids, expert_ids, num_tokens_post_pad): the (token, k) pairs, sorted by expert into blocks.
 
-    With an expert map, pairs of experts not on this rank are left out and expert ids are local.
+    With an expert map, pairs of experts not on this rank are left out and expert ids are local. The op reads
+    the map through an int32 pointer without checking its dtype (an int64 map would be read word by word, as
+    the wrong experts), so it is handed over as int32.
     """
     pairs = topk_ids.numel()
     padded = pairs + global_experts * (block - 1)
@@ -44,7 +46,8 @@ def align(ops, topk_ids: torch.Tensor, block: int, global_experts: int, expert_m
     sorted_ids = torch.empty(padded, dtype=torch.int32, device=device)
     expert_ids = torch.empty(-(-padded // block), dtype=torch.int32, device=device)
     post_pad = torch.empty(1, dtype=torch.int32, device=device)
-    ops.moe_align_block_size(topk_ids, global_experts, block, sorted_ids, expert_ids, post_pad, expert_map)
+    int32_map = None if expert_map is None else expert_map.to(torch.int32).contiguous()
+    ops.moe_align_block_size(topk_ids, global_experts, block, sorted_ids, expert_ids, post_pad, int32_map)
     return sorted_ids, expert_ids, post_pad
 
 

@@ -95,9 +95,12 @@ class FakeOps:
     def moe_align_block_size(self, *args):
         a = self._bind(contract.MOE_ALIGN_BLOCK_SIZE, args)
         ids, block, emap = a["topk_ids"].flatten().long(), a["block_size"], a["maybe_expert_map"]
-        rows, experts, pos = [], [], 0
+        # The compiled op reads the map through an int32 pointer whatever its dtype (no dtype check):
+        # entry e is the e-th 32-bit word of its storage.
+        words = None if emap is None else emap.contiguous().flatten().view(torch.int32)
+        rows, experts = [], []
         for e in range(a["num_experts"]):
-            local = e if emap is None else int(emap[e])
+            local = e if words is None else int(words[e])
             pairs = (ids == e).nonzero().flatten().tolist()
             if local < 0 or not pairs:
                 continue
@@ -173,9 +176,11 @@ def test_glue_computes_the_layer_through_the_fake_ops(activation, limit):
     assert first["b_bias_or_none"] is None and first["a_scales"] is None and first["g_idx_or_none"] is None
 
 
-def test_glue_with_an_expert_map_and_router_weights_on_the_input():
+@pytest.mark.parametrize("map_dtype", [torch.int32, torch.int64], ids=str)
+def test_glue_with_an_expert_map_and_router_weights_on_the_input(map_dtype):
+    # An int64 map (torch.arange builds one) must reach the op as int32, the only width the op reads.
     packed, dense, w13, w2 = layer(experts=2)
-    emap = torch.tensor([-1, 0, -1, 1], dtype=torch.int32)  # 4 global experts, 2 here
+    emap = torch.tensor([-1, 0, -1, 1], dtype=map_dtype)  # 4 global experts, 2 here
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(7, 32, generator=gen)
     ids = torch.randint(0, 4, (7, 1), generator=gen)
@@ -192,7 +197,8 @@ def test_glue_with_an_expert_map_and_router_weights_on_the_input():
             want[t] = (F.silu(h[:16]) * h[16:]) @ w2[local].T
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     (align,) = [a for kind, a in ops.calls if kind == "align"]
-    assert align["maybe_expert_map"] is emap and align["num_experts"] == 4
+    assert align["maybe_expert_map"].dtype == torch.int32 and torch.equal(align["maybe_expert_map"], emap.int())
+    assert align["num_experts"] == 4
     first, second = [a for kind, a in ops.calls if kind == "gemm"]
     assert first["mul_topk_weights"] and not second["mul_topk_weights"]
 
