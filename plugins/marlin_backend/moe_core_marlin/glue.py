@@ -52,7 +52,8 @@ def align(ops, topk_ids: torch.Tensor, block: int, global_experts: int, expert_m
 
 
 def workspace(device: torch.device) -> torch.Tensor:
-    """Zeroed int32 locks, :data:`WORKSPACE_BLOCKS_PER_SM` per SM of ``device``."""
+    """Zeroed int32 locks, :data:`WORKSPACE_BLOCKS_PER_SM` per SM of ``device``. Marlin leaves every lock at 0 when
+    a GEMM ends, so one workspace serves every later GEMM on the same stream (vLLM keeps one per layer too)."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
     return torch.zeros(sms * WORKSPACE_BLOCKS_PER_SM, dtype=torch.int32, device=device)
 
@@ -69,8 +70,15 @@ def gemm(ops, a, c, w, scales, global_scale, zeros, sorted_ids, expert_ids, post
 
 
 def fused_moe(ops, x: torch.Tensor, weights, topk_ids: torch.Tensor, topk_weights: torch.Tensor, *, problem: MarlinProblem,
-              expert_map: torch.Tensor | None, apply_router_weight_on_input: bool) -> torch.Tensor:
-    """The layer on Marlin-packed ``weights`` (w13 [E, H/16, 2I * bits/2], w2 [E, I/16, H * bits/2])."""
+              expert_map: torch.Tensor | None, apply_router_weight_on_input: bool, scratch: torch.Tensor) -> torch.Tensor:
+    """The layer on Marlin-packed ``weights`` (w13 [E, H/16, 2I * bits/2], w2 [E, I/16, H * bits/2]); ``scratch`` is
+    a :func:`workspace` of ``x``'s device.
+
+    Launches, besides the align and the two GEMMs: the activation (two ops; four with the SwiGLU clamp), the sum
+    over top-k (none for top_k 1), a zero fill of GEMM2's output only with an expert map (rows of pairs on other
+    ranks are never written), and dtype conversions only of inputs not already int32 ids / float32 weights /
+    int32 map.
+    """
     tokens, hidden = x.shape
     if tokens == 0:  # nothing to sort or multiply: no op is called
         return torch.zeros_like(x)
@@ -78,20 +86,18 @@ def fused_moe(ops, x: torch.Tensor, weights, topk_ids: torch.Tensor, topk_weight
     local = weights.w13.shape[0]
     inter = weights.w2.shape[1] * 16
     block = block_size_m(tokens, top_k, local, problem.global_num_experts)
-    ids = topk_ids.to(torch.int32)
     router = topk_weights.float().contiguous()
-    sorted_ids, expert_ids, post_pad = align(ops, ids, block, problem.global_num_experts, expert_map)
-    scratch = workspace(x.device)
+    sorted_ids, expert_ids, post_pad = align(ops, topk_ids.to(torch.int32), block, problem.global_num_experts, expert_map)
     h = torch.empty((tokens * top_k, 2 * inter), dtype=x.dtype, device=x.device)
     h = gemm(ops, x.contiguous(), h, weights.w13, weights.w13_scale, weights.w13_global_scale, weights.w13_zero, sorted_ids, expert_ids, post_pad,
              router, block=block, top_k=top_k, mul_weights=apply_router_weight_on_input, problem=problem,
              size_m=tokens, size_n=2 * inter, size_k=hidden, scratch=scratch)
     act = gated_activation(h, problem.activation, problem.swiglu_limit)
-    y = torch.zeros((tokens * top_k, hidden), dtype=x.dtype, device=x.device)
+    fill = torch.empty if expert_map is None else torch.zeros  # without a map GEMM2 writes every pair's row
+    y = fill((tokens * top_k, hidden), dtype=x.dtype, device=x.device)
     y = gemm(ops, act, y, weights.w2, weights.w2_scale, weights.w2_global_scale, weights.w2_zero, sorted_ids, expert_ids, post_pad, router,
              block=block, top_k=1, mul_weights=not apply_router_weight_on_input, problem=problem,
              size_m=tokens * top_k, size_n=hidden, size_k=inter, scratch=scratch)
-    y = y.view(tokens, top_k, hidden)
-    if expert_map is not None:  # rows of pairs on other ranks were never written: they hold the zeros above
-        y = torch.where((expert_map[topk_ids.long()] >= 0).unsqueeze(-1), y, torch.zeros((), dtype=y.dtype, device=y.device))
-    return y.sum(dim=1, dtype=torch.float32).to(x.dtype)
+    if top_k == 1:
+        return y
+    return y.view(tokens, top_k, hidden).sum(dim=1)  # accumulates in float32, rounds once to x's dtype

@@ -10,6 +10,7 @@ Marlin's nvfp4 / mxfp4 formats. moe-core's w13 = [gate; up] as [E, 2I, H] is Mar
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import torch
@@ -29,6 +30,10 @@ class MarlinKernel(MoEKernel):
 
     backend_name = "marlin"
     cuda_graph_safe = True  # the glue never reads device values on the host
+
+    def __init__(self, config, weight_key, activation_key):
+        super().__init__(config, weight_key, activation_key)
+        self._workspaces: dict[torch.device, torch.Tensor] = {}
 
     @property
     def bits(self) -> int:
@@ -106,9 +111,27 @@ class MarlinKernel(MoEKernel):
             )
         return folded
 
+    @functools.cached_property
+    def problem(self) -> glue.MarlinProblem:
+        """The GEMMs' scalar type and the layer's activation (fixed by the config and the keys)."""
+        return glue.MarlinProblem(self.scalar_type.id, self.config.num_experts, self.config.activation, self.config.swiglu_limit)
+
+    @functools.cached_property
+    def ops(self):
+        """``torch.ops._moe_C`` of the loaded library, looked up at the first forward."""
+        return library.LIBRARY.ops_namespace()
+
+    def workspace(self, device: torch.device) -> torch.Tensor:
+        """This kernel's Marlin locks on ``device`` (made at the first forward there, then reused: Marlin zeroes them
+        again itself). Forwards of one kernel on two streams at once would share them; run them on one stream."""
+        scratch = self._workspaces.get(device)
+        if scratch is None:
+            scratch = self._workspaces[device] = glue.workspace(device)
+        return scratch
+
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
-        problem = glue.MarlinProblem(self.scalar_type.id, self.config.num_experts, self.config.activation, self.config.swiglu_limit)
         return glue.fused_moe(
-            library.LIBRARY.ops_namespace(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
+            self.ops, hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=self.problem,
             expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
+            scratch=self.workspace(hidden_states.device),
         )

@@ -163,7 +163,8 @@ def test_glue_computes_the_layer_through_the_fake_ops(activation, limit):
     weights = torch.rand(5, 2, generator=gen)
     ops = FakeOps(dense)
     problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, activation, limit)
-    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=None, apply_router_weight_on_input=False)
+    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=None, apply_router_weight_on_input=False,
+                         scratch=glue.workspace(x.device))
     torch.testing.assert_close(got, expected(x, ids, weights, w13, w2, activation, limit), rtol=1e-5, atol=1e-5)
     first, second = [a for kind, a in ops.calls if kind == "gemm"]
     assert (first["size_m"], first["size_n"], first["size_k"], first["top_k"]) == (5, 32, 32, 2)
@@ -187,7 +188,8 @@ def test_glue_with_an_expert_map_and_router_weights_on_the_input(map_dtype):
     weights = torch.rand(7, 1, generator=gen)
     ops = FakeOps(dense)
     problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4"].id, 4, Activation.SILU, None)
-    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=emap, apply_router_weight_on_input=True)
+    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=emap, apply_router_weight_on_input=True,
+                         scratch=glue.workspace(x.device))
     # Weights on the input scale GEMM1's rows before the activation (top_k = 1), not the output.
     want = torch.zeros(7, 32)
     for t in range(7):
@@ -208,7 +210,7 @@ def test_glue_with_no_tokens_calls_no_op():
     ops = FakeOps(dense)
     problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, Activation.SILU, None)
     got = glue.fused_moe(ops, torch.zeros(0, 32), packed, torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2), problem=problem,
-                         expert_map=None, apply_router_weight_on_input=False)
+                         expert_map=None, apply_router_weight_on_input=False, scratch=glue.workspace(torch.device("cpu")))
     assert got.shape == (0, 32) and ops.calls == []
 
 
