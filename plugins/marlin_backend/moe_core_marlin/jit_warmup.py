@@ -5,7 +5,8 @@ its CMakeLists.txt), so on an sm_90 GPU the driver compiles a kernel file from P
 kernels runs, one file per activation dtype and weight type: the first forwards of a (scheme, dtype) took
 up to 59 s on an NVIDIA H200 (torch 2.11.0+cu130, vLLM 0.26.0's library, 2026-11-28, ``python -m
 moe_core_marlin.gpu_check``), about 300 s for every declared pair, one after the other in one process. The driver
-compiles in the calling thread only, so :func:`warm` runs one process per pair, all at once; each process's
+compiles a file in the thread that first needs it, so :func:`warm` runs one process per pair, all at once (a GPU in
+an exclusive compute mode refuses them: the check then fails and the numerics compile one by one); each process's
 first forwards fill the driver's JIT cache (``~/.nv/ComputeCache``, or ``CUDA_CACHE_PATH``), which every later
 process on the machine, and the calling one, then loads from. :data:`CACHE_BYTES` is set as the cache's size
 limit where the environment sets none, so the compiled files are not evicted.
