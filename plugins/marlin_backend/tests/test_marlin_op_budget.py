@@ -17,6 +17,7 @@ from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core_marlin import contract
+from moe_core_marlin.forward_profile import profile_forward
 from moe_core_marlin.kernel import MarlinKernel
 
 _LIBRARY = torch.library.Library("moe_core_marlin_budget", "DEF")
@@ -57,15 +58,21 @@ W4 = scheme("w4a16")
 MAP = torch.tensor([0, -1, 1, -1, 2, -1, 3, -1], dtype=torch.int32)
 
 
-def launches(cfg, *, expert_map=None, ids_dtype=torch.int32, weights_dtype=torch.float32) -> collections.Counter:
-    """The launching ops of the second forward (the first makes the workspace)."""
-    if expert_map is not None:
-        cfg = dataclasses.replace(cfg, parallel=ParallelConfig(ep_size=2))
+def kernel_and_inputs(cfg, ids_dtype=torch.int32, weights_dtype=torch.float32):
+    """A MarlinKernel on the do-nothing ops, its prepared random weights and 5 tokens."""
     kernel = MarlinKernel(cfg, W4.weight_key, W4.activation_key)
     kernel.ops = NAMESPACE
     weights = kernel.prepare_weights(random_layer(cfg, W4))
     x, routing = random_inputs(cfg, 5)
     routing = dataclasses.replace(routing, topk_ids=routing.topk_ids.to(ids_dtype), topk_weights=routing.topk_weights.to(weights_dtype))
+    return kernel, weights, x, routing
+
+
+def launches(cfg, *, expert_map=None, ids_dtype=torch.int32, weights_dtype=torch.float32) -> collections.Counter:
+    """The launching ops of the second forward (the first makes the workspace)."""
+    if expert_map is not None:
+        cfg = dataclasses.replace(cfg, parallel=ParallelConfig(ep_size=2))
+    kernel, weights, x, routing = kernel_and_inputs(cfg, ids_dtype, weights_dtype)
     kernel.forward(x, weights, routing, expert_map=expert_map, apply_router_weight_on_input=False)
     with LaunchCounter() as counter:
         kernel.forward(x, weights, routing, expert_map=expert_map, apply_router_weight_on_input=False)
@@ -103,3 +110,12 @@ def test_inputs_in_other_dtypes_cost_one_conversion_each():
 
 def test_an_int64_map_costs_one_conversion():
     assert launches(CFG, expert_map=MAP.long()) == FLOOR + collections.Counter({"aten.zeros.default": 1, "aten._to_copy.default": 1})
+
+
+def test_the_profile_of_a_forward_names_its_ops_per_forward(tmp_path):
+    kernel, weights, x, routing = kernel_and_inputs(CFG)
+    summary = profile_forward(kernel, weights, x, routing, table=tmp_path / "profile.txt")
+    assert summary["device ops per forward"] == 0  # on the CPU nothing runs on a device
+    ops = summary["most host time (us per forward, calls per forward)"]
+    assert ops["moe_core_marlin_budget::moe_wna16_marlin_gemm"][1] == 2
+    assert "moe_wna16_marlin_gemm" in (tmp_path / "profile.txt").read_text()
