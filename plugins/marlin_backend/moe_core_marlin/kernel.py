@@ -10,6 +10,7 @@ Marlin's nvfp4 / mxfp4 formats. moe-core's w13 = [gate; up] as [E, 2I, H] is Mar
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import torch
@@ -29,6 +30,11 @@ class MarlinKernel(MoEKernel):
 
     backend_name = "marlin"
     cuda_graph_safe = True  # the glue never reads device values on the host
+    guards_routing = True  # moe_core_marlin.routing_guard drops invalid pairs before the align and counts them
+
+    def __init__(self, config, weight_key, activation_key):
+        super().__init__(config, weight_key, activation_key)
+        self._scratch: dict[torch.device, glue.DeviceScratch] = {}
 
     @property
     def bits(self) -> int:
@@ -106,9 +112,30 @@ class MarlinKernel(MoEKernel):
             )
         return folded
 
+    @functools.cached_property
+    def problem(self) -> glue.MarlinProblem:
+        """The GEMMs' scalar type and the layer's activation (fixed by the config and the keys)."""
+        return glue.MarlinProblem(self.scalar_type.id, self.config.num_experts, self.config.activation, self.config.swiglu_limit)
+
+    @functools.cached_property
+    def ops(self):
+        """``torch.ops._moe_C`` of the loaded library, looked up at the first forward."""
+        return library.LIBRARY.ops_namespace()
+
+    def scratch(self, device: torch.device) -> glue.DeviceScratch:
+        """This kernel's Marlin locks and local map on ``device``, made at the first forward there and reused (Marlin
+        zeroes its locks again itself). One made while a CUDA graph is being captured exists only in the graph, so it
+        is not kept. Forwards of one kernel on two streams at once would share the locks; run them on one stream."""
+        scratch = self._scratch.get(device)
+        if scratch is None:
+            scratch = glue.device_scratch(device, self.config.local_num_experts)
+            if not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+                self._scratch[device] = scratch
+        return scratch
+
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
-        problem = glue.MarlinProblem(self.scalar_type.id, self.config.num_experts, self.config.activation, self.config.swiglu_limit)
         return glue.fused_moe(
-            library.LIBRARY.ops_namespace(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
+            self.ops, hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=self.problem,
             expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
+            scratch=self.scratch(hidden_states.device), errors=self.routing_errors.buffer(hidden_states.device),
         )

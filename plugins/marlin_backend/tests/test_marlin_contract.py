@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from moe_core.config import Activation
 from moe_core.env import MARLIN_OPS_LIBRARY
+from moe_core.routing_guard import RoutingErrorCounter
 from moe_core.testing.ops_schemas import registered_ops
 from moe_core_marlin import contract, glue, library
 from moe_core_marlin.library import LIBRARY
@@ -124,6 +125,11 @@ class FakeOps:
         return c
 
 
+def errors_buffer():
+    """A fresh [count, smallest, largest] buffer of a routing error counter, on the CPU."""
+    return RoutingErrorCounter("routing.topk_ids", "[0, 4)").buffer(torch.device("cpu"))
+
+
 def layer(experts=4, hidden=32, inter=16, seed=0):
     gen = torch.Generator().manual_seed(seed)
     w13, w2 = torch.randn(experts, 2 * inter, hidden, generator=gen), torch.randn(experts, hidden, inter, generator=gen)
@@ -161,7 +167,8 @@ def test_glue_computes_the_layer_through_the_fake_ops(activation, limit):
     weights = torch.rand(5, 2, generator=gen)
     ops = FakeOps(dense)
     problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, activation, limit)
-    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=None, apply_router_weight_on_input=False)
+    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=None, apply_router_weight_on_input=False,
+                         scratch=glue.device_scratch(x.device, packed.w13.shape[0]), errors=errors_buffer())
     torch.testing.assert_close(got, expected(x, ids, weights, w13, w2, activation, limit), rtol=1e-5, atol=1e-5)
     first, second = [a for kind, a in ops.calls if kind == "gemm"]
     assert (first["size_m"], first["size_n"], first["size_k"], first["top_k"]) == (5, 32, 32, 2)
@@ -176,7 +183,7 @@ def test_glue_computes_the_layer_through_the_fake_ops(activation, limit):
 
 @pytest.mark.parametrize("map_dtype", [torch.int32, torch.int64], ids=str)
 def test_glue_with_an_expert_map_and_router_weights_on_the_input(map_dtype):
-    # An int64 map (torch.arange builds one) must reach the op as int32, the only width the op reads.
+    # An int64 map (torch.arange builds one) works as well as an int32 one (the align op reads maps as int32).
     packed, dense, w13, w2 = layer(experts=2)
     emap = torch.tensor([-1, 0, -1, 1], dtype=map_dtype)  # 4 global experts, 2 here
     gen = torch.Generator().manual_seed(2)
@@ -185,7 +192,8 @@ def test_glue_with_an_expert_map_and_router_weights_on_the_input(map_dtype):
     weights = torch.rand(7, 1, generator=gen)
     ops = FakeOps(dense)
     problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4"].id, 4, Activation.SILU, None)
-    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=emap, apply_router_weight_on_input=True)
+    got = glue.fused_moe(ops, x, packed, ids, weights, problem=problem, expert_map=emap, apply_router_weight_on_input=True,
+                         scratch=glue.device_scratch(x.device, packed.w13.shape[0]), errors=errors_buffer())
     # Weights on the input scale GEMM1's rows before the activation (top_k = 1), not the output.
     want = torch.zeros(7, 32)
     for t in range(7):
@@ -195,10 +203,28 @@ def test_glue_with_an_expert_map_and_router_weights_on_the_input(map_dtype):
             want[t] = (F.silu(h[:16]) * h[16:]) @ w2[local].T
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     (align,) = [a for kind, a in ops.calls if kind == "align"]
-    assert align["maybe_expert_map"].dtype == torch.int32 and torch.equal(align["maybe_expert_map"], emap.int())
-    assert align["num_experts"] == 4
+    # The align sorts local experts (the guard applied the map): 2 here, and the slot of dropped pairs.
+    assert align["num_experts"] == 2 and align["maybe_expert_map"].tolist() == [0, 1, -1]
     first, second = [a for kind, a in ops.calls if kind == "gemm"]
     assert first["mul_topk_weights"] and not second["mul_topk_weights"]
+
+
+def test_glue_drops_invalid_ids_and_counts_them():
+    packed, dense, w13, w2 = layer()
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 32, generator=gen)
+    ids = torch.randint(0, 4, (5, 2), generator=gen)
+    weights = torch.rand(5, 2, generator=gen)
+    bad = ids.clone()
+    bad[0, 0], bad[3, 1] = -1, 100
+    errors = errors_buffer()
+    problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, Activation.SILU, None)
+    got = glue.fused_moe(FakeOps(dense), x, packed, bad, weights, problem=problem, expert_map=None, apply_router_weight_on_input=False,
+                         scratch=glue.device_scratch(x.device, packed.w13.shape[0]), errors=errors)
+    kept = weights.clone()
+    kept[0, 0] = kept[3, 1] = 0  # the dropped pairs add nothing
+    torch.testing.assert_close(got, expected(x, ids, kept, w13, w2, Activation.SILU, None), rtol=1e-5, atol=1e-5)
+    assert errors.tolist() == [2, -1, 100]
 
 
 def test_glue_with_no_tokens_calls_no_op():
@@ -206,7 +232,8 @@ def test_glue_with_no_tokens_calls_no_op():
     ops = FakeOps(dense)
     problem = glue.MarlinProblem(contract.SCALAR_TYPES["uint4b8"].id, 4, Activation.SILU, None)
     got = glue.fused_moe(ops, torch.zeros(0, 32), packed, torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2), problem=problem,
-                         expert_map=None, apply_router_weight_on_input=False)
+                         expert_map=None, apply_router_weight_on_input=False, scratch=glue.device_scratch(torch.device("cpu"), 4),
+                         errors=errors_buffer())
     assert got.shape == (0, 32) and ops.calls == []
 
 
