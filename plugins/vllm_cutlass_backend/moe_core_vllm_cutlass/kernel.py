@@ -2,10 +2,12 @@
 
 The GEMM reads moe-core's fp8 weights as they are: w13 [E, 2I, H] (gate first) and w2 [E, H, I] are
 row-major [N, K] per expert, the layout ``cutlass_moe_mm`` takes for B; per-tensor scales [E, 1, 1]
-and per-channel scales [E, N, 1] become float32 [E] and [E, N] at the call. prepare_weights only
-validates and makes the codes contiguous; forward loads the library on first use
-(:mod:`moe_core_vllm_cutlass.library`) and runs :func:`moe_core_vllm_cutlass.glue.fused_moe`
-(:func:`moe_core_vllm_cutlass.glue.batched_moe` for the batched-experts format).
+and per-channel scales [E, N, 1] become float32 [E] and [E, N]. prepare_weights validates and makes the
+codes contiguous; the first forward on a weights container loads the library
+(:mod:`moe_core_vllm_cutlass.library`) and builds its :class:`moe_core_vllm_cutlass.glue.CutlassLayer`
+(scales, stride tensors) once, kept on the kernel; every forward runs
+:func:`moe_core_vllm_cutlass.glue.fused_moe` (:func:`moe_core_vllm_cutlass.glue.batched_moe` for the
+batched-experts format) with it.
 """
 
 from __future__ import annotations
@@ -28,10 +30,28 @@ class VllmCutlassKernel(MoEKernel):
         weights = super().prepare_weights(weights)
         return replace(weights, w13=weights.w13.contiguous(), w2=weights.w2.contiguous())
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._ops = None
+        self._built: tuple[ExpertWeights, glue.CutlassLayer] | None = None
+
+    def ops(self):
+        """``torch.ops._C`` of the library, loaded and checked at the first call, then kept."""
+        if self._ops is None:
+            self._ops = library.LIBRARY.ops_namespace()
+        return self._ops
+
+    def layer(self, weights: ExpertWeights) -> glue.CutlassLayer:
+        """The :class:`~moe_core_vllm_cutlass.glue.CutlassLayer` of ``weights``, built at its first forward and kept
+        while forwards pass the same container (the last one only)."""
+        if self._built is None or self._built[0] is not weights:
+            problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
+            self._built = (weights, glue.cutlass_layer(weights, problem))
+        return self._built[1]
+
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
-        problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
         return glue.fused_moe(
-            library.LIBRARY.ops_namespace(), hidden_states, weights, routing.topk_ids, routing.topk_weights, problem=problem,
+            self.ops(), hidden_states, self.layer(weights), routing.topk_ids, routing.topk_weights,
             expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
         )
 
@@ -42,5 +62,4 @@ class VllmCutlassBatchedKernel(VllmCutlassKernel):
     backend_name = "batched_vllm_cutlass"
 
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
-        problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
-        return glue.batched_moe(library.LIBRARY.ops_namespace(), hidden_states, weights, routing.expert_num_tokens, problem=problem)
+        return glue.batched_moe(self.ops(), hidden_states, self.layer(weights), routing.expert_num_tokens)

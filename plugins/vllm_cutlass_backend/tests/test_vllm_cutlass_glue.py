@@ -228,7 +228,7 @@ def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activ
     ids = torch.randint(0, 4, (tokens, 2), generator=gen)
     router = torch.rand(tokens, 2, generator=gen)
     ops = FakeOps()
-    got = glue.fused_moe(ops, x, weights, ids, router, problem=problem(scheme_name, activation, limit), expert_map=None,
+    got = glue.fused_moe(ops, x, glue.cutlass_layer(weights, problem(scheme_name, activation, limit)), ids, router, expert_map=None,
                          apply_router_weight_on_input=False)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, activation, limit, per_channel)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -250,7 +250,7 @@ def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
     ids = torch.randint(0, 4, (7, 1), generator=gen)
     router = torch.rand(7, 1, generator=gen)
     ops = FakeOps()
-    got = glue.fused_moe(ops, x, weights, ids, router, problem=problem("fp8-tensor"), expert_map=emap, apply_router_weight_on_input=True)
+    got = glue.fused_moe(ops, x, glue.cutlass_layer(weights, problem("fp8-tensor")), ids, router, expert_map=emap, apply_router_weight_on_input=True)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, False,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale, on_input=True)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -262,8 +262,8 @@ def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
 
 def test_glue_with_no_tokens_calls_no_op():
     ops = FakeOps()
-    got = glue.fused_moe(ops, torch.zeros(0, 32), layer(4, 32, 16, True), torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2),
-                         problem=problem("fp8-channel"), expert_map=None, apply_router_weight_on_input=False)
+    got = glue.fused_moe(ops, torch.zeros(0, 32), glue.cutlass_layer(layer(4, 32, 16, True), problem("fp8-channel")),
+                         torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2), expert_map=None, apply_router_weight_on_input=False)
     assert got.shape == (0, 32) and ops.calls == []
 
 
@@ -298,7 +298,7 @@ def test_any_routing_and_expert_map_gives_the_written_out_layer(data, scheme_nam
             emap[glob] = local
     router = torch.rand(tokens, top_k, generator=torch.Generator().manual_seed(tokens))
     x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(top_k))
-    got = glue.fused_moe(FakeOps(), x, weights, ids, router, problem=problem(scheme_name), expert_map=emap, apply_router_weight_on_input=False)
+    got = glue.fused_moe(FakeOps(), x, glue.cutlass_layer(weights, problem(scheme_name)), ids, router, expert_map=emap, apply_router_weight_on_input=False)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, per_channel,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -331,7 +331,7 @@ def test_batched_glue_gives_the_written_out_layer(scheme_name, experts, padded, 
     counts = torch.tensor(data.draw(st.lists(st.integers(0, padded), min_size=experts, max_size=experts)))
     x = torch.randn(experts, padded, 32, generator=torch.Generator().manual_seed(experts)) * 3
     ops = FakeOps()
-    got = glue.batched_moe(ops, x, weights, counts, problem=problem(scheme_name))
+    got = glue.batched_moe(ops, x, glue.cutlass_layer(weights, problem(scheme_name)), counts)
     want = expected_batched(x, counts, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, per_channel, weights.a13_scale, weights.a2_scale)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     (data_call,) = [a for kind, a in ops.calls if kind == "batched data"]
