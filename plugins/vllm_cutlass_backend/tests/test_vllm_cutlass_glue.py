@@ -19,15 +19,17 @@ import torch
 import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.env import VLLM_CUTLASS_OPS_LIBRARY
-from moe_core.presets import random_inputs
+from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core.routing import BatchedRouting, Routing
 from moe_core.testing.conformance import check_against_reference
 from moe_core_vllm_cutlass import contract, glue, kernel, library
 from moe_core_vllm_cutlass.library import LIBRARY
+from moe_core_triton.launch import Launcher
 
 # Copied from `strings vllm/_C_stable_libtorch.abi3.so` of the vllm-0.26.0 manylinux x86_64 wheel.
 WHEEL_SCHEMAS = {
@@ -345,3 +347,92 @@ def test_the_batched_kernel_through_the_fake_ops_agrees_with_the_reference_backe
                     parallel=ParallelConfig(use_batched_activation_format=True))
     x = torch.randn(4, 6, 64, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
     check_against_reference(kernel.VllmCutlassBatchedKernel, cfg, scheme_name, x, BatchedRouting(torch.tensor([6, 0, 3, 1])))
+
+
+# ------------------------------------------------------------------ what one forward launches
+#
+# The stand-in ops are registered as real torch ops (the recorded schemas under their own namespace),
+# so a dispatch mode sees each as one op, as it would see vLLM's; FakeOps runs inside them unseen.
+STAND_IN = torch.library.Library("moe_core_cutlass_stand_in", "DEF")
+_STAND_IN_FAKE = FakeOps()
+for _op in (contract.CUTLASS_MOE_MM, contract.GET_CUTLASS_MOE_MM_DATA, contract.GET_CUTLASS_BATCHED_MOE_MM_DATA):
+    STAND_IN.define(_op.schema)
+    STAND_IN.impl(_op.name, getattr(_STAND_IN_FAKE, _op.name), "CPU")
+
+#: Launches (kernels on a GPU: every op but views and allocations, and every Triton launch) of one forward
+#: after the first, with int64 top-k ids. Standard format, per scheme: cast ids to int32, Triton input
+#: quantization, sort the pairs, cast the expert offsets to int64, gather the rows, [gather the per-token
+#: scales], GEMM1, Triton gated activation + requantization, GEMM2, Triton weighted top-k sum. A dynamic
+#: per-tensor scale adds, for each of the two quantizations, the amax reduction (abs, amax, float, clamp,
+#: divide) and a second Triton launch in place of the fused ending. Batched: no sorting, gathers or sum, but
+#: GEMM2's output is zeroed (padding rows), and the dynamic per-tensor scale masks the padding rows first.
+#: Before the per-layer constants were built once, the standard fp8-channel forward made 48 launches.
+BUDGET = {
+    ("standard", "fp8-channel"): 10, ("standard", "fp8-tensor"): 9, ("standard", "fp8-tensor-dyn"): 19,
+    ("batched", "fp8-channel"): 8, ("batched", "fp8-tensor"): 8, ("batched", "fp8-tensor-dyn"): 23,
+}
+
+
+class LaunchCount(TorchDispatchMode):
+    """Ops seen by the dispatcher, Triton launches (counted by ``triton_launch``, whose inside is not seen), host
+    reads of device values, and ops other than the GEMM that take a weight or weight-scale tensor."""
+
+    def __init__(self, weight_storages):
+        super().__init__()
+        self.launches, self.host_reads, self.weight_ops, self.hidden = [], [], [], 0
+        self.weight_storages = weight_storages
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        if not self.hidden:
+            name = str(func)
+            returns = func._schema.returns
+            view = bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+            if name == "aten._local_scalar_dense.default":
+                self.host_reads.append(name)
+            if not view and name not in ("aten.empty.memory_format", "aten.empty_strided.default"):
+                self.launches.append(name)
+            tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            if "cutlass_moe_mm" not in name and any(t.untyped_storage().data_ptr() in self.weight_storages for t in tensors):
+                self.weight_ops.append(name)
+        return func(*args, **(kwargs or {}))
+
+    def triton_launch(self, real):
+        def launch(launcher, *args):
+            self.launches.append(f"triton {launcher.fn.fn.__name__}")
+            self.hidden += 1
+            try:
+                return real(launcher, *args)
+            finally:
+                self.hidden -= 1
+        return launch
+
+
+def _one_forward(monkeypatch, fmt, scheme_name):
+    """The launches of a second forward (the first builds the per-layer constants) of a small layer."""
+    monkeypatch.setattr(library, "LIBRARY", types.SimpleNamespace(ops_namespace=lambda: torch.ops.moe_core_cutlass_stand_in))
+    batched = fmt == "batched"
+    cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.bfloat16,
+                    parallel=ParallelConfig(use_batched_activation_format=batched))
+    cls = kernel.VllmCutlassBatchedKernel if batched else kernel.VllmCutlassKernel
+    k = cls(cfg, scheme(scheme_name).weight_key, scheme(scheme_name).activation_key)
+    w = k.prepare_weights(random_layer(cfg, scheme(scheme_name)))
+    if batched:
+        x, routing = torch.randn(4, 6, 64).to(torch.bfloat16), BatchedRouting(torch.tensor([6, 0, 3, 1]))
+    else:
+        x, routing = random_inputs(cfg, 9, device="cpu")
+        routing = Routing(routing.topk_ids.long(), routing.topk_weights)
+    forward = lambda: k.forward(x, w, routing, expert_map=None, apply_router_weight_on_input=False)  # noqa: E731
+    forward()
+    mode = LaunchCount({t.untyped_storage().data_ptr() for t in (w.w13, w.w2, w.w13_scale, w.w2_scale)})
+    monkeypatch.setattr(Launcher, "__call__", mode.triton_launch(Launcher.__call__))
+    with mode:
+        forward()
+    return mode
+
+
+@pytest.mark.parametrize("fmt, scheme_name", sorted(BUDGET))
+def test_one_forward_stays_within_its_launch_budget(monkeypatch, fmt, scheme_name):
+    mode = _one_forward(monkeypatch, fmt, scheme_name)
+    assert len(mode.launches) <= BUDGET[fmt, scheme_name], sorted(mode.launches)
+    assert mode.host_reads == []  # nothing waits for the device: the forward can be captured in a CUDA graph
+    assert mode.weight_ops == []  # no per-forward copy, transpose or conversion of the weights or their scales
