@@ -25,8 +25,12 @@ import torch
 
 from moe_core.config import Activation
 from moe_core.quant import PER_ROW, QuantKey
+from moe_core.quantization.qtensor import FP8_MAX
 from moe_core_triton.quantize import quantize_activations
 from moe_core_vllm_cutlass.rows import Ending, combine, gated_quantize
+
+#: The floor of an amax in moe-core's dynamic scale rule, max(amax, TINY) / 448 (:mod:`moe_core.quantization.qtensor`).
+TINY = 1e-12
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,7 @@ def fused_moe(ops, x: torch.Tensor, layer: CutlassLayer, topk_ids: torch.Tensor,
     xq, x_scale = quantize_activations(source, problem.activation_key, layer.gemm1.activation_scale)
     remote = expert_map is not None
     pairs = sort_pairs(ops, local_ids(topk_ids, expert_map), layer, remote=remote)
-    a1 = xq.index_select(0, pairs.input_permutation)
+    a1 = xq.view(torch.uint8).index_select(0, pairs.input_permutation).view(xq.dtype)  # gathered as bytes
     a1_scale = x_scale.index_select(0, pairs.input_permutation) if problem.per_act_token else x_scale
     c2 = both_gemms(ops, a1, a1_scale, layer, pairs.expert_offsets, pairs.problem_sizes1, pairs.problem_sizes2, unowned_rows=remote)
     router = None if apply_router_weight_on_input else topk_weights.float().contiguous()
@@ -198,8 +202,8 @@ def intermediate_codes(c1: torch.Tensor, layer: CutlassLayer) -> tuple[torch.Ten
     problem = layer.problem
     ending = problem.intermediate_ending
     act, scale = gated_quantize(c1, problem.activation, problem.swiglu_limit, ending, layer.gemm2.activation_scale)
-    if ending is Ending.FLOAT32:
-        return quantize_activations(act, problem.activation_key)
+    if ending is Ending.FLOAT32:  # ``scale`` holds the row amaxes: the tensor's scale, then the static-scale launch
+        return quantize_activations(act, problem.activation_key, (scale.amax().clamp(min=TINY) / FP8_MAX).reshape(1, 1))
     return act, scale
 
 

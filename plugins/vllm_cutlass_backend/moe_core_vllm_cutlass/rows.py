@@ -2,8 +2,9 @@
 
 :func:`gated_quantize`: GEMM1's rows [rows, 2I] (gate, then up) to act(gate) * up in float32 and straight to
 fp8 codes, with one scale per row (dynamic per token) or a given per-tensor scale. A dynamic per-tensor
-scale needs every row's amax first, so that key gets the float32 products instead, for
-:func:`moe_core_triton.quantize.quantize_activations`. Scale rule: moe-core's, max(amax, 1e-12) / 448.
+scale needs every row's amax first, so that key gets the float32 products and each row's amax instead;
+the scale then comes from the amaxes and :func:`moe_core_triton.quantize.quantize_activations` quantizes
+with it. Scale rule: moe-core's, max(amax, 1e-12) / 448.
 
 :func:`combine`: GEMM2's rows [rows, H] back to tokens: ``out[t] = sum_j w[t, j] * rows[row_of[t * k + j]]``
 summed in float32, written in the layer's dtype (``row_of`` is ``get_cutlass_moe_mm_data``'s output
@@ -27,23 +28,25 @@ from moe_core_triton.quantize import FP8_QMAX, ROUND_IN_FP32, codes, row_scales
 
 #: Columns of one combine program (8 bf16 per thread with 4 warps: 16-byte loads).
 COMBINE_BLOCK = 1024
-#: Row length from which a row program runs 8 warps instead of 4.
-WIDE_ROW = 4096
+#: Row lengths from which a row program runs 8, and 16, warps instead of 4 (a row is one tile).
+WIDE_ROW, WIDER_ROW = 4096, 8192
 
 
 @triton.jit
 def _gated_quantize_kernel(h_ptr, q_ptr, s_ptr, inter, limit, stride_h, stride_q,
                            ACT: tl.constexpr, CLAMP: tl.constexpr, MODE: tl.constexpr, ROUND_FP8: tl.constexpr,
                            BLOCK: tl.constexpr):
-    """One program per row. MODE 0: per-row dynamic scale into s_ptr[row]; 1: the scale at s_ptr; 2: float32 out."""
+    """One program per row. MODE 0: codes, the row's dynamic scale into s_ptr[row]; 1: codes with the scale at
+    s_ptr; 2: the float32 products, the row's amax into s_ptr[row]."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     ok = cols < inter
     gate = tl.load(h_ptr + row * stride_h + cols, mask=ok, other=0.0).to(tl.float32)
     up = tl.load(h_ptr + row * stride_h + inter + cols, mask=ok, other=0.0).to(tl.float32)
-    y = gated(gate, up, limit, ACT, CLAMP)
+    y = gated(gate, up, limit, ACT, CLAMP)  # zero where masked
     if MODE == 2:
         tl.store(q_ptr + row * stride_q + cols, y, mask=ok)
+        tl.store(s_ptr + row, tl.max(tl.abs(y), axis=0))
     else:
         if MODE == 0:
             scale = row_scales(y[None, :], FP8_QMAX)
@@ -72,7 +75,8 @@ def _combine_kernel(rows_ptr, row_of_ptr, w_ptr, out_ptr, H, stride_r, stride_o,
 
 class Ending(enum.IntEnum):
     """How :func:`gated_quantize` ends (the kernel's MODE): fp8 codes with a dynamic scale per row, fp8 codes with
-    a given per-tensor scale, or the float32 products (for a dynamic per-tensor scale, which needs every row)."""
+    a given per-tensor scale, or the float32 products and each row's amax (for a dynamic per-tensor scale,
+    which needs every row's)."""
 
     PER_ROW_CODES = 0
     GIVEN_SCALE_CODES = 1
@@ -81,7 +85,7 @@ class Ending(enum.IntEnum):
 
 @functools.lru_cache(maxsize=64)
 def _gated_launcher(activation: Activation, clamp: bool, ending: Ending, inter: int) -> Launcher:
-    return Launcher(_gated_quantize_kernel, num_warps=8 if inter >= WIDE_ROW else 4, ACT=0 if activation is Activation.SILU else 1,
+    return Launcher(_gated_quantize_kernel, num_warps=16 if inter >= WIDER_ROW else 8 if inter >= WIDE_ROW else 4, ACT=0 if activation is Activation.SILU else 1,
                     CLAMP=clamp, MODE=int(ending), ROUND_FP8=ROUND_IN_FP32, BLOCK=next_power_of_2(inter))
 
 
@@ -93,13 +97,13 @@ def _combine_launcher(top_k: int, weighted: bool) -> Launcher:
 def gated_quantize(h: torch.Tensor, activation: Activation, swiglu_limit: float | None, ending: Ending,
                    scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """act(gate) * up of ``h`` [rows, 2I] (rows contiguous): (fp8 codes [rows, I], float32 scales [rows, 1], or
-    ``scale``, float32 [1, 1], for GIVEN_SCALE_CODES), or (float32 [rows, I], None) for FLOAT32."""
+    ``scale``, float32 [1, 1], for GIVEN_SCALE_CODES), or for FLOAT32 (float32 [rows, I], float32 row amaxes [rows, 1])."""
     rows, inter = h.shape[0], h.shape[1] // 2
     out = torch.empty((rows, inter), dtype=torch.float32 if ending is Ending.FLOAT32 else torch.float8_e4m3fn, device=h.device)
-    scales = torch.empty((rows, 1), dtype=torch.float32, device=h.device) if ending is Ending.PER_ROW_CODES else scale
+    scales = scale if ending is Ending.GIVEN_SCALE_CODES else torch.empty((rows, 1), dtype=torch.float32, device=h.device)
     if rows:
         _gated_launcher(activation, swiglu_limit is not None, ending, inter)(
-            (rows,), h, out, scales if scales is not None else out, inter, float(swiglu_limit or 0.0), h.stride(0), out.stride(0))
+            (rows,), h, out, scales, inter, float(swiglu_limit or 0.0), h.stride(0), out.stride(0))
     return out, scales
 
 
