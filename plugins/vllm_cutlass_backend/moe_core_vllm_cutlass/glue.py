@@ -5,11 +5,12 @@ the calls follow the recorded schemas of :mod:`moe_core_vllm_cutlass.contract` p
 only on the weights and the layer (the GEMMs' float32 weight scales, the stride tensors, the static
 activation scales) is built once, in a :class:`CutlassLayer`; a forward makes only the launches below.
 
-Steps: quantize the layer input with the scheme's activation scales (one Triton launch,
-:func:`moe_core_triton.quantize.quantize_activations`; router weights first when they apply to the input);
-``get_cutlass_moe_mm_data`` sorts the (token, k) pairs by local expert (pairs of experts on other ranks
-carry id -1 and are left out); gather the rows (and their per-token scales) with its int32 input
-permutation; GEMM1 [T*k, H] -> [T*k, 2I]; act(gate) * up (SwiGLU clamp when declared) and requantization in
+Steps (the standard format takes the pairs' int32 local ids from :func:`moe_core_vllm_cutlass.route.route`:
+-1 for experts on other ranks and for invalid routing): quantize the layer input with the scheme's
+activation scales (one Triton launch, :func:`moe_core_triton.quantize.quantize_activations`; router
+weights first when they apply to the input); ``get_cutlass_moe_mm_data`` sorts the (token, k) pairs by
+local expert (pairs of id -1 are left out); gather the rows (and their per-token scales) with its int32
+input permutation; GEMM1 [T*k, H] -> [T*k, 2I]; act(gate) * up (SwiGLU clamp when declared) and requantization in
 one launch (:mod:`moe_core_vllm_cutlass.rows`); GEMM2 -> [T*k, H]; one launch gathers each token's rows with
 the output permutation, applies the router weights and sums over k in float32.
 The batched format (:func:`batched_moe`) needs no sorting: ``get_cutlass_batched_moe_mm_data`` gives
@@ -121,34 +122,28 @@ class SortedPairs:
     """``get_cutlass_moe_mm_data``'s answer: where each local expert's rows start and how the rows move."""
 
     expert_offsets: torch.Tensor  # int64 [E_local]: the GEMM's per-expert row offsets
+    valid_rows: torch.Tensor  # int32 [1]: how many pairs are local (the rows GEMM1 and GEMM2 write)
     problem_sizes1: torch.Tensor  # int32 [E_local, 3]
     problem_sizes2: torch.Tensor  # int32 [E_local, 3]
     input_permutation: torch.Tensor  # int32 [T*k]: sorted row -> token (rows past the valid pairs: token 0)
     output_permutation: torch.Tensor  # int32 [T*k]: (token, k) pair -> sorted row
 
 
-def local_ids(topk_ids: torch.Tensor, expert_map: torch.Tensor | None) -> torch.Tensor:
-    """int32 [T, k] expert ids on this rank; -1 for pairs whose expert lives on another rank."""
-    if expert_map is None:
-        return topk_ids.to(torch.int32)
-    return expert_map.to(torch.int32).index_select(0, topk_ids.reshape(-1)).view(topk_ids.shape)
+def sort_pairs(ops, ids: torch.Tensor, layer: CutlassLayer) -> SortedPairs:
+    """Run ``get_cutlass_moe_mm_data`` on int32 local ids (gated GEMM1, no fp4 block-scale offsets).
 
-
-def sort_pairs(ops, ids: torch.Tensor, layer: CutlassLayer, *, remote: bool) -> SortedPairs:
-    """Run ``get_cutlass_moe_mm_data`` (gated GEMM1, no fp4 block-scale offsets).
-
-    With ``remote`` pairs (ids of -1) the input permutation starts zeroed: rows past the valid pairs are
-    never written by the op and are gathered from token 0 (the GEMMs never read them), so no index is out
-    of range. Without, the op writes every entry.
+    The input permutation starts zeroed: where pairs are left out (id -1), the rows past the valid pairs
+    are never written by the op and are gathered from token 0 (the GEMMs never read them), so no index is
+    out of range. Whether any pair is left out is known on the device only.
     """
     pairs, device, local = ids.numel(), ids.device, layer.local_experts
     offsets = torch.empty(local + 1, dtype=torch.int32, device=device)
     sizes1 = torch.empty((local, 3), dtype=torch.int32, device=device)
     sizes2 = torch.empty((local, 3), dtype=torch.int32, device=device)
-    a_map = (torch.zeros if remote else torch.empty)(pairs, dtype=torch.int32, device=device)
+    a_map = torch.zeros(pairs, dtype=torch.int32, device=device)
     c_map = torch.empty(pairs, dtype=torch.int32, device=device)
     ops.get_cutlass_moe_mm_data(ids, offsets, sizes1, sizes2, a_map, c_map, local, layer.inter, layer.hidden, None, True)
-    return SortedPairs(offsets[:-1].to(torch.int64), sizes1, sizes2, a_map, c_map)
+    return SortedPairs(offsets[:-1].to(torch.int64), offsets[local:], sizes1, sizes2, a_map, c_map)
 
 
 def strides(local_experts: int, value: int, device) -> torch.Tensor:
@@ -163,45 +158,47 @@ def grouped_gemm(ops, a, a_scale, operand: GemmOperand, out, expert_offsets, siz
     return out
 
 
-def fused_moe(ops, x: torch.Tensor, layer: CutlassLayer, topk_ids: torch.Tensor, topk_weights: torch.Tensor, *,
-              expert_map: torch.Tensor | None, apply_router_weight_on_input: bool) -> torch.Tensor:
-    """The STANDARD layer: x [T, H], routing [T, k] with global ids; [T, H] out."""
-    tokens, top_k = topk_ids.shape
-    if tokens == 0:  # nothing to sort or multiply: no op is called
+def fused_moe(ops, x: torch.Tensor, layer: CutlassLayer, ids: torch.Tensor, router: torch.Tensor, *,
+              apply_router_weight_on_input: bool) -> torch.Tensor:
+    """The STANDARD layer: x [T, H], ``ids`` int32 [T, k] local experts (-1: not here), ``router`` float32 [T, k]
+    (see :func:`moe_core_vllm_cutlass.route.route`); [T, H] out."""
+    if x.shape[0] == 0:  # nothing to sort or multiply: no op is called
         return torch.zeros_like(x)
     problem = layer.problem
-    source = x.float() * topk_weights.float() if apply_router_weight_on_input else x  # top_k == 1 there: [T, 1] broadcasts
+    source = x.float() * router if apply_router_weight_on_input else x  # top_k == 1 there: [T, 1] broadcasts
     xq, x_scale = quantize_activations(source, problem.activation_key, layer.gemm1.activation_scale)
-    remote = expert_map is not None
-    pairs = sort_pairs(ops, local_ids(topk_ids, expert_map), layer, remote=remote)
+    pairs = sort_pairs(ops, ids, layer)
     a1 = xq.view(torch.uint8).index_select(0, pairs.input_permutation).view(xq.dtype)  # gathered as bytes
     a1_scale = x_scale.index_select(0, pairs.input_permutation) if problem.per_act_token else x_scale
-    c2 = both_gemms(ops, a1, a1_scale, layer, pairs.expert_offsets, pairs.problem_sizes1, pairs.problem_sizes2, unowned_rows=remote)
-    router = None if apply_router_weight_on_input else topk_weights.float().contiguous()
-    return combine(c2, pairs.output_permutation, router, top_k, x.dtype)
+    c2 = both_gemms(ops, a1, a1_scale, layer, pairs.expert_offsets, pairs.problem_sizes1, pairs.problem_sizes2,
+                    valid_rows=pairs.valid_rows)
+    return combine(c2, pairs.output_permutation, ids, None if apply_router_weight_on_input else router, x.dtype)
 
 
-def both_gemms(ops, a1, a1_scale, layer: CutlassLayer, expert_offsets, sizes1, sizes2, *, unowned_rows: bool) -> torch.Tensor:
+def both_gemms(ops, a1, a1_scale, layer: CutlassLayer, expert_offsets, sizes1, sizes2, *,
+               valid_rows: torch.Tensor | None = None, zeroed: bool = False) -> torch.Tensor:
     """GEMM1, act(gate) * up with requantization, GEMM2 on rows grouped by expert: [rows, H] in the output dtype.
 
-    With ``unowned_rows`` (rows past the valid pairs, or padding, that no GEMM writes), GEMM2's output
-    starts zeroed, so such a row reads back as zero, and so does GEMM1's where a dynamic per-tensor
-    scale of the intermediate must see valid rows only. Otherwise every row is written and nothing is zeroed.
+    Rows no expert owns (past the valid pairs, or padding) are never written by the GEMMs. Either
+    ``valid_rows`` (the standard format: they are the rows at and past that count) makes the activation
+    read them as zeros, so that a dynamic per-tensor scale of the intermediate sees valid rows only, and
+    the caller never reads them; or, ``zeroed`` (the batched format), both outputs start zeroed, so they
+    read back as zero.
     """
     problem, rows = layer.problem, a1.shape[0]
-    zero1 = unowned_rows and problem.tensor_amax
+    zero1 = zeroed and problem.tensor_amax
     c1 = (torch.zeros if zero1 else torch.empty)((rows, 2 * layer.inter), dtype=problem.out_dtype, device=a1.device)
     grouped_gemm(ops, a1, a1_scale, layer.gemm1, c1, expert_offsets, sizes1, problem.per_act_token)
-    aq, a2_scale = intermediate_codes(c1, layer)
-    c2 = (torch.zeros if unowned_rows else torch.empty)((rows, layer.hidden), dtype=problem.out_dtype, device=a1.device)
+    aq, a2_scale = intermediate_codes(c1, layer, valid_rows)
+    c2 = (torch.zeros if zeroed else torch.empty)((rows, layer.hidden), dtype=problem.out_dtype, device=a1.device)
     return grouped_gemm(ops, aq, a2_scale, layer.gemm2, c2, expert_offsets, sizes2, problem.per_act_token)
 
 
-def intermediate_codes(c1: torch.Tensor, layer: CutlassLayer) -> tuple[torch.Tensor, torch.Tensor]:
+def intermediate_codes(c1: torch.Tensor, layer: CutlassLayer, valid_rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """GEMM2's input: fp8 codes of act(gate) * up and their float32 scales (per row, or [1, 1])."""
     problem = layer.problem
     ending = problem.intermediate_ending
-    act, scale = gated_quantize(c1, problem.activation, problem.swiglu_limit, ending, layer.gemm2.activation_scale)
+    act, scale = gated_quantize(c1, problem.activation, problem.swiglu_limit, ending, layer.gemm2.activation_scale, valid_rows)
     if ending is Ending.FLOAT32:  # ``scale`` holds the row amaxes: the tensor's scale, then the static-scale launch
         return quantize_activations(act, problem.activation_key, (scale.amax().clamp(min=TINY) / FP8_MAX).reshape(1, 1))
     return act, scale
@@ -228,5 +225,5 @@ def batched_moe(ops, x: torch.Tensor, layer: CutlassLayer, expert_num_tokens: to
     sizes1 = torch.empty((local, 3), dtype=torch.int32, device=x.device)
     sizes2 = torch.empty((local, 3), dtype=torch.int32, device=x.device)
     ops.get_cutlass_batched_moe_mm_data(offsets, sizes1, sizes2, counts, local, m, layer.inter, hidden)
-    out = both_gemms(ops, xq, x_scale, layer, offsets.to(torch.int64), sizes1, sizes2, unowned_rows=True)
+    out = both_gemms(ops, xq, x_scale, layer, offsets.to(torch.int64), sizes1, sizes2, zeroed=True)
     return out.view(local, m, hidden).to(x.dtype)

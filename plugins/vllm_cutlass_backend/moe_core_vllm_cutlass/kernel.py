@@ -6,8 +6,9 @@ and per-channel scales [E, N, 1] become float32 [E] and [E, N]. prepare_weights 
 codes contiguous; the first forward on a weights container loads the library
 (:mod:`moe_core_vllm_cutlass.library`) and builds its :class:`moe_core_vllm_cutlass.glue.CutlassLayer`
 (scales, stride tensors) once, kept on the kernel; every forward runs
+:func:`moe_core_vllm_cutlass.route.route` (local expert ids, invalid routing dropped and counted) and
 :func:`moe_core_vllm_cutlass.glue.fused_moe` (:func:`moe_core_vllm_cutlass.glue.batched_moe` for the
-batched-experts format) with it.
+batched-experts format, whose counts ``MoEKernel.apply`` guards) with it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import replace
 from moe_core.kernel import MoEKernel
 from moe_core.weights import ExpertWeights
 from moe_core_vllm_cutlass import glue, library
+from moe_core_vllm_cutlass.route import route
 
 
 class VllmCutlassKernel(MoEKernel):
@@ -24,6 +26,7 @@ class VllmCutlassKernel(MoEKernel):
 
     backend_name = "vllm_cutlass"
     cuda_graph_safe = True  # the glue never reads device values on the host
+    guards_routing = True  # route.route drops and counts invalid ids and expert-map entries in its one launch
 
     def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
         """Validate, put w13 in gate/up order, and make the fp8 codes contiguous (once)."""
@@ -50,16 +53,17 @@ class VllmCutlassKernel(MoEKernel):
         return self._built[1]
 
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
-        return glue.fused_moe(
-            self.ops(), hidden_states, self.layer(weights), routing.topk_ids, routing.topk_weights,
-            expert_map=expert_map, apply_router_weight_on_input=apply_router_weight_on_input,
-        )
+        layer = self.layer(weights)
+        ids, router = route(routing.topk_ids, routing.topk_weights, expert_map, self.config.num_experts, layer.local_experts,
+                            self.routing_errors.buffer(hidden_states.device))
+        return glue.fused_moe(self.ops(), hidden_states, layer, ids, router, apply_router_weight_on_input=apply_router_weight_on_input)
 
 
 class VllmCutlassBatchedKernel(VllmCutlassKernel):
     """The same GEMM for the BATCHED_EXPERTS activation format ([E, M, H], valid rows counted per expert)."""
 
     backend_name = "batched_vllm_cutlass"
+    guards_routing = False  # counts above the batch's rows are clamped (and counted) by MoEKernel.apply
 
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
         return glue.batched_moe(self.ops(), hidden_states, self.layer(weights), routing.expert_num_tokens)

@@ -26,9 +26,11 @@ from moe_core.env import VLLM_CUTLASS_OPS_LIBRARY
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core.routing import BatchedRouting, Routing
+from moe_core.routing_guard import RoutingErrorCounter
 from moe_core.testing.conformance import check_against_reference
 from moe_core_vllm_cutlass import contract, glue, kernel, library
 from moe_core_vllm_cutlass.library import LIBRARY
+from moe_core_vllm_cutlass.route import route
 from moe_core_triton.launch import Launcher
 
 # Copied from `strings vllm/_C_stable_libtorch.abi3.so` of the vllm-0.26.0 manylinux x86_64 wheel.
@@ -215,6 +217,30 @@ def problem(scheme_name, activation=Activation.SILU, limit=None, dtype=torch.flo
     return glue.CutlassProblem(scheme(scheme_name).activation_key, activation, limit, dtype)
 
 
+@pytest.fixture
+def poisoned_empty(monkeypatch):
+    """torch.empty fills floating-point tensors with NaN: a row the glue reads but no op wrote shows up."""
+    real = torch.empty
+
+    def empty(*args, **kwargs):
+        t = real(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", empty)
+
+
+def new_counter():
+    return RoutingErrorCounter("topk_ids", "[0, num_experts)")
+
+
+def run_glue(ops, x, weights, prob, ids, router, emap=None, on_input=False, counter=None):
+    """The standard forward as the kernel makes it: route (ids global: through ``emap``), then the glue."""
+    lay = glue.cutlass_layer(weights, prob)
+    experts = lay.local_experts if emap is None else emap.numel()
+    counter = counter or new_counter()
+    local, w = route(ids, router, emap, experts, lay.local_experts, counter.buffer(x.device))
+    return glue.fused_moe(ops, x, lay, local, w, apply_router_weight_on_input=on_input)
+
+
 CASES = [  # (scheme, tokens, activation, SwiGLU limit): 5 x 2 = 10 pairs swaps A and B, 40 x 2 = 80 does not
     ("fp8-channel", 5, Activation.SILU, None), ("fp8-channel", 40, Activation.GELU, None),
     ("fp8-tensor-dyn", 5, Activation.SILU, 0.5), ("fp8-tensor-dyn", 40, Activation.SILU, None),
@@ -222,7 +248,7 @@ CASES = [  # (scheme, tokens, activation, SwiGLU limit): 5 x 2 = 10 pairs swaps 
 
 
 @pytest.mark.parametrize("scheme_name, tokens, activation, limit", CASES)
-def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activation, limit):
+def test_glue_computes_the_layer_through_the_fake_ops(poisoned_empty, scheme_name, tokens, activation, limit):
     per_channel = scheme_name == "fp8-channel"
     weights = layer(4, 32, 16, per_channel)
     gen = torch.Generator().manual_seed(1)
@@ -230,8 +256,7 @@ def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activ
     ids = torch.randint(0, 4, (tokens, 2), generator=gen)
     router = torch.rand(tokens, 2, generator=gen)
     ops = FakeOps()
-    got = glue.fused_moe(ops, x, glue.cutlass_layer(weights, problem(scheme_name, activation, limit)), ids, router, expert_map=None,
-                         apply_router_weight_on_input=False)
+    got = run_glue(ops, x, weights, problem(scheme_name, activation, limit), ids, router)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, activation, limit, per_channel)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     (data,) = [a for kind, a in ops.calls if kind == "data"]
@@ -243,7 +268,7 @@ def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activ
     assert first["per_out_ch"] == second["per_out_ch"] == per_channel
 
 
-def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
+def test_static_scales_and_router_weights_on_the_input_with_an_expert_map(poisoned_empty):
     weights = layer(2, 32, 16, per_channel=False, seed=3)
     weights.a13_scale, weights.a2_scale = torch.tensor([[0.01]]), torch.tensor([[0.002]])
     emap = torch.tensor([-1, 0, -1, 1], dtype=torch.int32)  # 4 global experts, 2 here
@@ -252,7 +277,7 @@ def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
     ids = torch.randint(0, 4, (7, 1), generator=gen)
     router = torch.rand(7, 1, generator=gen)
     ops = FakeOps()
-    got = glue.fused_moe(ops, x, glue.cutlass_layer(weights, problem("fp8-tensor")), ids, router, expert_map=emap, apply_router_weight_on_input=True)
+    got = run_glue(ops, x, weights, problem("fp8-tensor"), ids, router, emap=emap, on_input=True)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, False,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale, on_input=True)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -264,8 +289,8 @@ def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
 
 def test_glue_with_no_tokens_calls_no_op():
     ops = FakeOps()
-    got = glue.fused_moe(ops, torch.zeros(0, 32), glue.cutlass_layer(layer(4, 32, 16, True), problem("fp8-channel")),
-                         torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2), expert_map=None, apply_router_weight_on_input=False)
+    got = run_glue(ops, torch.zeros(0, 32), layer(4, 32, 16, True), problem("fp8-channel"), torch.zeros(0, 2, dtype=torch.long),
+                   torch.zeros(0, 2))
     assert got.shape == (0, 32) and ops.calls == []
 
 
@@ -300,7 +325,7 @@ def test_any_routing_and_expert_map_gives_the_written_out_layer(data, scheme_nam
             emap[glob] = local
     router = torch.rand(tokens, top_k, generator=torch.Generator().manual_seed(tokens))
     x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(top_k))
-    got = glue.fused_moe(FakeOps(), x, glue.cutlass_layer(weights, problem(scheme_name)), ids, router, expert_map=emap, apply_router_weight_on_input=False)
+    got = run_glue(FakeOps(), x, weights, problem(scheme_name), ids, router, emap=emap)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, per_channel,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -360,16 +385,19 @@ for _op in (contract.CUTLASS_MOE_MM, contract.GET_CUTLASS_MOE_MM_DATA, contract.
     STAND_IN.impl(_op.name, getattr(_STAND_IN_FAKE, _op.name), "CPU")
 
 #: Launches (kernels on a GPU: every op but views and allocations, and every Triton launch) of one forward
-#: after the first, with int64 top-k ids. Standard format, per scheme: cast ids to int32, Triton input
-#: quantization, sort the pairs, cast the expert offsets to int64, gather the rows, [gather the per-token
-#: scales], GEMM1, Triton gated activation + requantization, GEMM2, Triton weighted top-k sum. A dynamic
-#: per-tensor scale adds the input's amax (abs, amax, float, clamp, divide), and for the intermediate the
-#: amax of the row amaxes (amax, clamp, divide) and a second Triton launch that quantizes with it. Batched:
-#: no sorting, gathers or sum, but GEMM2's output is zeroed (padding rows), and the dynamic per-tensor scale
-#: masks the padding rows first (arange, compare, where) and zeroes GEMM1's output too.
-#: Before the per-layer constants were built once, the standard fp8-channel forward made 48 launches.
+#: after the first. Standard format, per scheme: Triton routing (local ids, invalid routing dropped and
+#: counted, float32 router weights), Triton input quantization, zero the input permutation, sort the pairs,
+#: cast the expert offsets to int64, gather the rows, [gather the per-token scales], GEMM1, Triton gated
+#: activation + requantization, GEMM2, Triton weighted top-k sum. A dynamic per-tensor scale adds the
+#: input's amax (abs, amax, float, clamp, divide), and for the intermediate the amax of the row amaxes
+#: (amax, clamp, divide) and a second Triton launch that quantizes with it. Batched (whose counts
+#: ``MoEKernel.apply`` guards before the forward): no routing, sorting, gathers or sum, but GEMM2's output is
+#: zeroed (padding rows), and the dynamic per-tensor scale masks the padding rows first (arange, compare,
+#: where) and zeroes GEMM1's output too. Before the per-layer constants were built once and the row passes
+#: fused, the standard fp8-channel forward made 48 launches, and ``MoEKernel.apply`` added about 25 more to
+#: guard the routing.
 BUDGET = {
-    ("standard", "fp8-channel"): 10, ("standard", "fp8-tensor"): 9, ("standard", "fp8-tensor-dyn"): 18,
+    ("standard", "fp8-channel"): 11, ("standard", "fp8-tensor"): 10, ("standard", "fp8-tensor-dyn"): 19,
     ("batched", "fp8-channel"): 8, ("batched", "fp8-tensor"): 8, ("batched", "fp8-tensor-dyn"): 22,
 }
 
@@ -437,3 +465,30 @@ def test_one_forward_stays_within_its_launch_budget(monkeypatch, fmt, scheme_nam
     assert len(mode.launches) <= BUDGET[fmt, scheme_name], sorted(mode.launches)
     assert mode.host_reads == []  # nothing waits for the device: the forward can be captured in a CUDA graph
     assert mode.weight_ops == []  # no per-forward copy, transpose or conversion of the weights or their scales
+
+
+
+@pytest.mark.parametrize("scheme_name", ["fp8-tensor-dyn", "fp8-channel"])
+@pytest.mark.parametrize("with_map", [False, True])
+def test_the_forward_drops_and_counts_invalid_routing(poisoned_empty, scheme_name, with_map):
+    """Ids outside [0, E) and map entries outside [-1, local E) leave their pair out of the output (and of a dynamic
+    per-tensor scale) and are counted with their range, on the device (moe-core's CPU path raises at the call instead)."""
+    per_channel = scheme_name == "fp8-channel"
+    weights = layer(2, 32, 16, per_channel, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    x, router = torch.randn(6, 32, generator=gen) * 2, torch.rand(6, 2, generator=gen)
+    if with_map:  # 5 global experts, 2 here; global 3's entry (7) is out of range
+        emap, bad_ids = torch.tensor([0, -1, 1, 7, -1], dtype=torch.int32), torch.tensor([[0, 2], [9, 1], [3, 0], [-4, 2], [2, 0], [1, 4]])
+        oracle_map, parking = emap, 1  # bad: 9 and -4 (ids), 7 (the map entry of id 3)
+    else:
+        emap, bad_ids = None, torch.tensor([[0, 1], [9, 1], [1, 0], [-4, 1], [1, 0], [0, 2]])
+        oracle_map, parking = torch.tensor([0, 1, -1]), 2  # bad: ids 9, -4 and 2; the oracle parks them on a remote id
+    bad = (bad_ids < 0) | (bad_ids >= (5 if with_map else 2))
+    if with_map:
+        bad |= bad_ids == 3
+    counter = new_counter()
+    got = run_glue(FakeOps(), x, weights, problem(scheme_name), bad_ids, router, emap=emap, counter=counter)
+    want = expected(x, torch.where(bad, parking, bad_ids), router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale,
+                    Activation.SILU, None, per_channel, emap=oracle_map)
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    assert counter.buffer(x.device).tolist() == [3, -4, 9]  # [count, smallest, largest]
