@@ -122,7 +122,7 @@ class SortedPairs:
     """``get_cutlass_moe_mm_data``'s answer: where each local expert's rows start and how the rows move."""
 
     expert_offsets: torch.Tensor  # int64 [E_local]: the GEMM's per-expert row offsets
-    valid_rows: torch.Tensor  # int32 [1]: how many pairs are local (the rows GEMM1 and GEMM2 write)
+    row_ends: torch.Tensor  # int32 [E_local + 1]: prefix sums of the pair counts; the last, how many rows the GEMMs write
     problem_sizes1: torch.Tensor  # int32 [E_local, 3]
     problem_sizes2: torch.Tensor  # int32 [E_local, 3]
     input_permutation: torch.Tensor  # int32 [T*k]: sorted row -> token (rows past the valid pairs: token 0)
@@ -143,7 +143,7 @@ def sort_pairs(ops, ids: torch.Tensor, layer: CutlassLayer) -> SortedPairs:
     a_map = torch.zeros(pairs, dtype=torch.int32, device=device)
     c_map = torch.empty(pairs, dtype=torch.int32, device=device)
     ops.get_cutlass_moe_mm_data(ids, offsets, sizes1, sizes2, a_map, c_map, local, layer.inter, layer.hidden, None, True)
-    return SortedPairs(offsets[:-1].to(torch.int64), offsets[local:], sizes1, sizes2, a_map, c_map)
+    return SortedPairs(offsets[:-1].to(torch.int64), offsets, sizes1, sizes2, a_map, c_map)
 
 
 def strides(local_experts: int, value: int, device) -> torch.Tensor:
@@ -171,16 +171,16 @@ def fused_moe(ops, x: torch.Tensor, layer: CutlassLayer, ids: torch.Tensor, rout
     a1 = xq.view(torch.uint8).index_select(0, pairs.input_permutation).view(xq.dtype)  # gathered as bytes
     a1_scale = x_scale.index_select(0, pairs.input_permutation) if problem.per_act_token else x_scale
     c2 = both_gemms(ops, a1, a1_scale, layer, pairs.expert_offsets, pairs.problem_sizes1, pairs.problem_sizes2,
-                    valid_rows=pairs.valid_rows)
+                    row_ends=pairs.row_ends)
     return combine(c2, pairs.output_permutation, ids, None if apply_router_weight_on_input else router, x.dtype)
 
 
 def both_gemms(ops, a1, a1_scale, layer: CutlassLayer, expert_offsets, sizes1, sizes2, *,
-               valid_rows: torch.Tensor | None = None, zeroed: bool = False) -> torch.Tensor:
+               row_ends: torch.Tensor | None = None, zeroed: bool = False) -> torch.Tensor:
     """GEMM1, act(gate) * up with requantization, GEMM2 on rows grouped by expert: [rows, H] in the output dtype.
 
     Rows no expert owns (past the valid pairs, or padding) are never written by the GEMMs. Either
-    ``valid_rows`` (the standard format: they are the rows at and past that count) makes the activation
+    ``row_ends`` (the standard format: they are the rows at and past its last value) makes the activation
     read them as zeros, so that a dynamic per-tensor scale of the intermediate sees valid rows only, and
     the caller never reads them; or, ``zeroed`` (the batched format), both outputs start zeroed, so they
     read back as zero.
@@ -189,16 +189,16 @@ def both_gemms(ops, a1, a1_scale, layer: CutlassLayer, expert_offsets, sizes1, s
     zero1 = zeroed and problem.tensor_amax
     c1 = (torch.zeros if zero1 else torch.empty)((rows, 2 * layer.inter), dtype=problem.out_dtype, device=a1.device)
     grouped_gemm(ops, a1, a1_scale, layer.gemm1, c1, expert_offsets, sizes1, problem.per_act_token)
-    aq, a2_scale = intermediate_codes(c1, layer, valid_rows)
+    aq, a2_scale = intermediate_codes(c1, layer, row_ends)
     c2 = (torch.zeros if zeroed else torch.empty)((rows, layer.hidden), dtype=problem.out_dtype, device=a1.device)
     return grouped_gemm(ops, aq, a2_scale, layer.gemm2, c2, expert_offsets, sizes2, problem.per_act_token)
 
 
-def intermediate_codes(c1: torch.Tensor, layer: CutlassLayer, valid_rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def intermediate_codes(c1: torch.Tensor, layer: CutlassLayer, row_ends: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """GEMM2's input: fp8 codes of act(gate) * up and their float32 scales (per row, or [1, 1])."""
     problem = layer.problem
     ending = problem.intermediate_ending
-    act, scale = gated_quantize(c1, problem.activation, problem.swiglu_limit, ending, layer.gemm2.activation_scale, valid_rows)
+    act, scale = gated_quantize(c1, problem.activation, problem.swiglu_limit, ending, layer.gemm2.activation_scale, row_ends)
     if ending is Ending.FLOAT32:  # ``scale`` holds the row amaxes: the tensor's scale, then the static-scale launch
         return quantize_activations(act, problem.activation_key, (scale.amax().clamp(min=TINY) / FP8_MAX).reshape(1, 1))
     return act, scale

@@ -33,17 +33,17 @@ WIDE_ROW, WIDER_ROW = 4096, 8192
 
 
 @triton.jit
-def _gated_quantize_kernel(h_ptr, q_ptr, s_ptr, valid_ptr, inter, limit, stride_h, stride_q,
+def _gated_quantize_kernel(h_ptr, q_ptr, s_ptr, ends_ptr, last, inter, limit, stride_h, stride_q,
                            ACT: tl.constexpr, CLAMP: tl.constexpr, MODE: tl.constexpr, HAS_VALID: tl.constexpr,
                            ROUND_FP8: tl.constexpr, BLOCK: tl.constexpr):
     """One program per row. MODE 0: codes, the row's dynamic scale into s_ptr[row]; 1: codes with the scale at
-    s_ptr; 2: the float32 products, the row's amax into s_ptr[row]. With HAS_VALID, rows at and past the count
-    at valid_ptr (never written by GEMM1) are read as zeros."""
+    s_ptr; 2: the float32 products, the row's amax into s_ptr[row]. With HAS_VALID, rows at and past
+    ends_ptr[last] (never written by GEMM1) are read as zeros."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     width = inter
     if HAS_VALID:
-        width = tl.where(row < tl.load(valid_ptr).to(tl.int64), inter, 0)
+        width = tl.where(row < tl.load(ends_ptr + last).to(tl.int64), inter, 0)
     ok = cols < width
     gate = tl.load(h_ptr + row * stride_h + cols, mask=ok, other=0.0).to(tl.float32)
     up = tl.load(h_ptr + row * stride_h + inter + cols, mask=ok, other=0.0).to(tl.float32)
@@ -101,16 +101,17 @@ def _combine_launcher(top_k: int, weighted: bool) -> Launcher:
 
 
 def gated_quantize(h: torch.Tensor, activation: Activation, swiglu_limit: float | None, ending: Ending,
-                   scale: torch.Tensor | None = None, valid_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   scale: torch.Tensor | None = None, row_ends: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """act(gate) * up of ``h`` [rows, 2I] (rows contiguous): (fp8 codes [rows, I], float32 scales [rows, 1], or
     ``scale``, float32 [1, 1], for GIVEN_SCALE_CODES), or for FLOAT32 (float32 [rows, I], float32 row amaxes [rows, 1]).
-    ``valid_rows`` (int32, one value on the device): rows at and past it are taken as zeros."""
+    ``row_ends`` (int32 [E + 1] on the device, the experts' row prefix sums): rows at and past its last value are
+    taken as zeros."""
     rows, inter = h.shape[0], h.shape[1] // 2
     out = torch.empty((rows, inter), dtype=torch.float32 if ending is Ending.FLOAT32 else torch.float8_e4m3fn, device=h.device)
     scales = scale if ending is Ending.GIVEN_SCALE_CODES else torch.empty((rows, 1), dtype=torch.float32, device=h.device)
     if rows:
-        _gated_launcher(activation, swiglu_limit is not None, ending, valid_rows is not None, inter)(
-            (rows,), h, out, scales, valid_rows if valid_rows is not None else out, inter, float(swiglu_limit or 0.0), h.stride(0), out.stride(0))
+        _gated_launcher(activation, swiglu_limit is not None, ending, row_ends is not None, inter)(
+            (rows,), h, out, scales, row_ends if row_ends is not None else out, 0 if row_ends is None else row_ends.numel() - 1, inter, float(swiglu_limit or 0.0), h.stride(0), out.stride(0))
     return out, scales
 
 
