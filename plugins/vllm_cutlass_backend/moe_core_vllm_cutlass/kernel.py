@@ -2,10 +2,10 @@
 
 The GEMM reads moe-core's fp8 weights as they are: w13 [E, 2I, H] (gate first) and w2 [E, H, I] are
 row-major [N, K] per expert, the layout ``cutlass_moe_mm`` takes for B; per-tensor scales [E, 1, 1]
-and per-channel scales [E, N, 1] become float32 [E] and [E, N]. prepare_weights validates and makes the
-codes contiguous; the first forward on a weights container loads the library
-(:mod:`moe_core_vllm_cutlass.library`) and builds its :class:`moe_core_vllm_cutlass.glue.CutlassLayer`
-(scales, stride tensors) once, kept on the kernel; every forward runs
+and per-channel scales [E, N, 1] become float32 [E] and [E, N]. prepare_weights validates, makes the
+codes contiguous and builds the layer's :class:`moe_core_vllm_cutlass.glue.CutlassLayer` (scales, stride
+tensors), kept on the kernel; the first forward loads the library (:mod:`moe_core_vllm_cutlass.library`),
+kept on the kernel too; every forward runs
 :func:`moe_core_vllm_cutlass.route.route` (local expert ids, invalid routing dropped and counted) and
 :func:`moe_core_vllm_cutlass.glue.fused_moe` (:func:`moe_core_vllm_cutlass.glue.batched_moe` for the
 batched-experts format, whose counts ``MoEKernel.apply`` guards) with it.
@@ -28,15 +28,18 @@ class VllmCutlassKernel(MoEKernel):
     cuda_graph_safe = True  # the glue never reads device values on the host
     guards_routing = True  # route.route drops and counts invalid ids and expert-map entries in its one launch
 
-    def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
-        """Validate, put w13 in gate/up order, and make the fp8 codes contiguous (once)."""
-        weights = super().prepare_weights(weights)
-        return replace(weights, w13=weights.w13.contiguous(), w2=weights.w2.contiguous())
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._ops = None
         self._built: tuple[ExpertWeights, glue.CutlassLayer] | None = None
+
+    def prepare_weights(self, weights: ExpertWeights) -> ExpertWeights:
+        """Validate, put w13 in gate/up order, make the fp8 codes contiguous and build the layer's constants (once),
+        so that no forward, even the first one inside a CUDA-graph capture, builds them."""
+        weights = super().prepare_weights(weights)
+        prepared = replace(weights, w13=weights.w13.contiguous(), w2=weights.w2.contiguous())
+        self.layer(prepared)
+        return prepared
 
     def ops(self):
         """``torch.ops._C`` of the library, loaded and checked at the first call, then kept."""
@@ -45,8 +48,8 @@ class VllmCutlassKernel(MoEKernel):
         return self._ops
 
     def layer(self, weights: ExpertWeights) -> glue.CutlassLayer:
-        """The :class:`~moe_core_vllm_cutlass.glue.CutlassLayer` of ``weights``, built at its first forward and kept
-        while forwards pass the same container (the last one only)."""
+        """The :class:`~moe_core_vllm_cutlass.glue.CutlassLayer` of ``weights``: built by :meth:`prepare_weights`, or at the
+        first forward on another container, and kept while forwards pass the same container (the last one only)."""
         if self._built is None or self._built[0] is not weights:
             problem = glue.CutlassProblem(self.activation_key, self.config.activation, self.config.swiglu_limit, self.config.dtype)
             self._built = (weights, glue.cutlass_layer(weights, problem))

@@ -384,8 +384,8 @@ for _op in (contract.CUTLASS_MOE_MM, contract.GET_CUTLASS_MOE_MM_DATA, contract.
     STAND_IN.define(_op.schema)
     STAND_IN.impl(_op.name, getattr(_STAND_IN_FAKE, _op.name), "CPU")
 
-#: Launches (kernels on a GPU: every op but views and allocations, and every Triton launch) of one forward
-#: after the first. Standard format, per scheme: Triton routing (local ids, invalid routing dropped and
+#: Launches (kernels on a GPU: every op but views and allocations, and every Triton launch) of one forward,
+#: the first after prepare_weights as any other. Standard format, per scheme: Triton routing (local ids, invalid routing dropped and
 #: counted, float32 router weights), Triton input quantization, zero the input permutation, sort the pairs,
 #: cast the expert offsets to int64, gather the rows, [gather the per-token scales], GEMM1, Triton gated
 #: activation + requantization, GEMM2, Triton weighted top-k sum. A dynamic per-tensor scale adds the
@@ -437,7 +437,7 @@ class LaunchCount(TorchDispatchMode):
 
 
 def _one_forward(monkeypatch, fmt, scheme_name):
-    """The launches of a second forward (the first builds the per-layer constants) of a small layer."""
+    """The launches of the first forward after prepare_weights (which builds the per-layer constants) of a small layer."""
     monkeypatch.setattr(library, "LIBRARY", types.SimpleNamespace(ops_namespace=lambda: torch.ops.moe_core_cutlass_stand_in))
     batched = fmt == "batched"
     cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.bfloat16,
@@ -451,7 +451,6 @@ def _one_forward(monkeypatch, fmt, scheme_name):
         x, routing = random_inputs(cfg, 9, device="cpu")
         routing = Routing(routing.topk_ids.long(), routing.topk_weights)
     forward = lambda: k.forward(x, w, routing, expert_map=None, apply_router_weight_on_input=False)  # noqa: E731
-    forward()
     mode = LaunchCount({t.untyped_storage().data_ptr() for t in (w.w13, w.w2, w.w13_scale, w.w2_scale)})
     monkeypatch.setattr(Launcher, "__call__", mode.triton_launch(Launcher.__call__))
     with mode:
