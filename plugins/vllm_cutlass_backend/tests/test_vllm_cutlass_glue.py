@@ -19,16 +19,20 @@ import torch
 import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from moe_core.config import Activation, MoEConfig, ParallelConfig
 from moe_core.env import VLLM_CUTLASS_OPS_LIBRARY
-from moe_core.presets import random_inputs
+from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core.routing import BatchedRouting, Routing
+from moe_core.routing_guard import RoutingErrorCounter
 from moe_core.testing.conformance import check_against_reference
 from moe_core.testing.ops_schemas import registered_ops
 from moe_core_vllm_cutlass import contract, glue, kernel, library
 from moe_core_vllm_cutlass.library import LIBRARY
+from moe_core_vllm_cutlass.route import route
+from moe_core_triton.launch import Launcher
 
 # Copied from `strings vllm/_C_stable_libtorch.abi3.so` of the vllm-0.26.0 manylinux x86_64 wheel.
 WHEEL_SCHEMAS = {
@@ -211,6 +215,30 @@ def problem(scheme_name, activation=Activation.SILU, limit=None, dtype=torch.flo
     return glue.CutlassProblem(scheme(scheme_name).activation_key, activation, limit, dtype)
 
 
+@pytest.fixture
+def poisoned_empty(monkeypatch):
+    """torch.empty fills floating-point tensors with NaN: a row the glue reads but no op wrote shows up."""
+    real = torch.empty
+
+    def empty(*args, **kwargs):
+        t = real(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", empty)
+
+
+def new_counter():
+    return RoutingErrorCounter("topk_ids", "[0, num_experts)")
+
+
+def run_glue(ops, x, weights, prob, ids, router, emap=None, on_input=False, counter=None):
+    """The standard forward as the kernel makes it: route (ids global: through ``emap``), then the glue."""
+    lay = glue.cutlass_layer(weights, prob)
+    experts = lay.local_experts if emap is None else emap.numel()
+    counter = counter or new_counter()
+    local, w = route(ids, router, emap, experts, lay.local_experts, counter.buffer(x.device))
+    return glue.fused_moe(ops, x, lay, local, w, apply_router_weight_on_input=on_input)
+
+
 CASES = [  # (scheme, tokens, activation, SwiGLU limit): 5 x 2 = 10 pairs swaps A and B, 40 x 2 = 80 does not
     ("fp8-channel", 5, Activation.SILU, None), ("fp8-channel", 40, Activation.GELU, None),
     ("fp8-tensor-dyn", 5, Activation.SILU, 0.5), ("fp8-tensor-dyn", 40, Activation.SILU, None),
@@ -218,7 +246,7 @@ CASES = [  # (scheme, tokens, activation, SwiGLU limit): 5 x 2 = 10 pairs swaps 
 
 
 @pytest.mark.parametrize("scheme_name, tokens, activation, limit", CASES)
-def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activation, limit):
+def test_glue_computes_the_layer_through_the_fake_ops(poisoned_empty, scheme_name, tokens, activation, limit):
     per_channel = scheme_name == "fp8-channel"
     weights = layer(4, 32, 16, per_channel)
     gen = torch.Generator().manual_seed(1)
@@ -226,8 +254,7 @@ def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activ
     ids = torch.randint(0, 4, (tokens, 2), generator=gen)
     router = torch.rand(tokens, 2, generator=gen)
     ops = FakeOps()
-    got = glue.fused_moe(ops, x, weights, ids, router, problem=problem(scheme_name, activation, limit), expert_map=None,
-                         apply_router_weight_on_input=False)
+    got = run_glue(ops, x, weights, problem(scheme_name, activation, limit), ids, router)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, activation, limit, per_channel)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     (data,) = [a for kind, a in ops.calls if kind == "data"]
@@ -239,7 +266,7 @@ def test_glue_computes_the_layer_through_the_fake_ops(scheme_name, tokens, activ
     assert first["per_out_ch"] == second["per_out_ch"] == per_channel
 
 
-def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
+def test_static_scales_and_router_weights_on_the_input_with_an_expert_map(poisoned_empty):
     weights = layer(2, 32, 16, per_channel=False, seed=3)
     weights.a13_scale, weights.a2_scale = torch.tensor([[0.01]]), torch.tensor([[0.002]])
     emap = torch.tensor([-1, 0, -1, 1], dtype=torch.int32)  # 4 global experts, 2 here
@@ -248,7 +275,7 @@ def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
     ids = torch.randint(0, 4, (7, 1), generator=gen)
     router = torch.rand(7, 1, generator=gen)
     ops = FakeOps()
-    got = glue.fused_moe(ops, x, weights, ids, router, problem=problem("fp8-tensor"), expert_map=emap, apply_router_weight_on_input=True)
+    got = run_glue(ops, x, weights, problem("fp8-tensor"), ids, router, emap=emap, on_input=True)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, False,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale, on_input=True)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -260,8 +287,8 @@ def test_static_scales_and_router_weights_on_the_input_with_an_expert_map():
 
 def test_glue_with_no_tokens_calls_no_op():
     ops = FakeOps()
-    got = glue.fused_moe(ops, torch.zeros(0, 32), layer(4, 32, 16, True), torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2),
-                         problem=problem("fp8-channel"), expert_map=None, apply_router_weight_on_input=False)
+    got = run_glue(ops, torch.zeros(0, 32), layer(4, 32, 16, True), problem("fp8-channel"), torch.zeros(0, 2, dtype=torch.long),
+                   torch.zeros(0, 2))
     assert got.shape == (0, 32) and ops.calls == []
 
 
@@ -296,7 +323,7 @@ def test_any_routing_and_expert_map_gives_the_written_out_layer(data, scheme_nam
             emap[glob] = local
     router = torch.rand(tokens, top_k, generator=torch.Generator().manual_seed(tokens))
     x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(top_k))
-    got = glue.fused_moe(FakeOps(), x, weights, ids, router, problem=problem(scheme_name), expert_map=emap, apply_router_weight_on_input=False)
+    got = run_glue(FakeOps(), x, weights, problem(scheme_name), ids, router, emap=emap)
     want = expected(x, ids, router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, Activation.SILU, None, per_channel,
                     emap=emap, a13=weights.a13_scale, a2=weights.a2_scale)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
@@ -329,7 +356,7 @@ def test_batched_glue_gives_the_written_out_layer(scheme_name, experts, padded, 
     counts = torch.tensor(data.draw(st.lists(st.integers(0, padded), min_size=experts, max_size=experts)))
     x = torch.randn(experts, padded, 32, generator=torch.Generator().manual_seed(experts)) * 3
     ops = FakeOps()
-    got = glue.batched_moe(ops, x, weights, counts, problem=problem(scheme_name))
+    got = glue.batched_moe(ops, x, glue.cutlass_layer(weights, problem(scheme_name)), counts)
     want = expected_batched(x, counts, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale, per_channel, weights.a13_scale, weights.a2_scale)
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     (data_call,) = [a for kind, a in ops.calls if kind == "batched data"]
@@ -343,3 +370,122 @@ def test_the_batched_kernel_through_the_fake_ops_agrees_with_the_reference_backe
                     parallel=ParallelConfig(use_batched_activation_format=True))
     x = torch.randn(4, 6, 64, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
     check_against_reference(kernel.VllmCutlassBatchedKernel, cfg, scheme_name, x, BatchedRouting(torch.tensor([6, 0, 3, 1])))
+
+
+# ------------------------------------------------------------------ what one forward launches
+#
+# The stand-in ops are registered as real torch ops (the recorded schemas under their own namespace),
+# so a dispatch mode sees each as one op, as it would see vLLM's; FakeOps runs inside them unseen.
+STAND_IN = torch.library.Library("moe_core_cutlass_stand_in", "DEF")
+_STAND_IN_FAKE = FakeOps()
+for _op in (contract.CUTLASS_MOE_MM, contract.GET_CUTLASS_MOE_MM_DATA, contract.GET_CUTLASS_BATCHED_MOE_MM_DATA):
+    STAND_IN.define(_op.schema)
+    STAND_IN.impl(_op.name, getattr(_STAND_IN_FAKE, _op.name), "CPU")
+
+#: Launches (kernels on a GPU: every op but views and allocations, and every Triton launch) of one forward,
+#: the first after prepare_weights as any other. Standard format, per scheme: Triton routing (local ids, invalid routing dropped and
+#: counted, float32 router weights), Triton input quantization, zero the input permutation, sort the pairs,
+#: cast the expert offsets to int64, gather the rows, [gather the per-token scales], GEMM1, Triton gated
+#: activation + requantization, GEMM2, Triton weighted top-k sum. A dynamic per-tensor scale adds the
+#: input's amax (abs, amax, float, clamp, divide), and for the intermediate the amax of the row amaxes
+#: (amax, clamp, divide) and a second Triton launch that quantizes with it. Batched (whose counts
+#: ``MoEKernel.apply`` guards before the forward): no routing, sorting, gathers or sum, but GEMM2's output is
+#: zeroed (padding rows), and the dynamic per-tensor scale masks the padding rows first (arange, compare,
+#: where) and zeroes GEMM1's output too. Before the per-layer constants were built once and the row passes
+#: fused, the standard fp8-channel forward made 48 launches, and ``MoEKernel.apply`` added about 25 more to
+#: guard the routing.
+BUDGET = {
+    ("standard", "fp8-channel"): 11, ("standard", "fp8-tensor"): 10, ("standard", "fp8-tensor-dyn"): 19,
+    ("batched", "fp8-channel"): 8, ("batched", "fp8-tensor"): 8, ("batched", "fp8-tensor-dyn"): 22,
+}
+
+
+class LaunchCount(TorchDispatchMode):
+    """Ops seen by the dispatcher, Triton launches (counted by ``triton_launch``, whose inside is not seen), host
+    reads of device values, and ops other than the GEMM that take a weight or weight-scale tensor."""
+
+    def __init__(self, weight_storages):
+        super().__init__()
+        self.launches, self.host_reads, self.weight_ops, self.hidden = [], [], [], 0
+        self.weight_storages = weight_storages
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        if not self.hidden:
+            name = str(func)
+            returns = func._schema.returns
+            view = bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+            if name == "aten._local_scalar_dense.default":
+                self.host_reads.append(name)
+            if not view and name not in ("aten.empty.memory_format", "aten.empty_strided.default"):
+                self.launches.append(name)
+            tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            if "cutlass_moe_mm" not in name and any(t.untyped_storage().data_ptr() in self.weight_storages for t in tensors):
+                self.weight_ops.append(name)
+        return func(*args, **(kwargs or {}))
+
+    def triton_launch(self, real):
+        def launch(launcher, *args):
+            self.launches.append(f"triton {launcher.fn.fn.__name__}")
+            self.hidden += 1
+            try:
+                return real(launcher, *args)
+            finally:
+                self.hidden -= 1
+        return launch
+
+
+def _one_forward(monkeypatch, fmt, scheme_name):
+    """The launches of the first forward after prepare_weights (which builds the per-layer constants) of a small layer."""
+    monkeypatch.setattr(library, "LIBRARY", types.SimpleNamespace(ops_namespace=lambda: torch.ops.moe_core_cutlass_stand_in))
+    batched = fmt == "batched"
+    cfg = MoEConfig(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, dtype=torch.bfloat16,
+                    parallel=ParallelConfig(use_batched_activation_format=batched))
+    cls = kernel.VllmCutlassBatchedKernel if batched else kernel.VllmCutlassKernel
+    k = cls(cfg, scheme(scheme_name).weight_key, scheme(scheme_name).activation_key)
+    w = k.prepare_weights(random_layer(cfg, scheme(scheme_name)))
+    if batched:
+        x, routing = torch.randn(4, 6, 64).to(torch.bfloat16), BatchedRouting(torch.tensor([6, 0, 3, 1]))
+    else:
+        x, routing = random_inputs(cfg, 9, device="cpu")
+        routing = Routing(routing.topk_ids.long(), routing.topk_weights)
+    forward = lambda: k.forward(x, w, routing, expert_map=None, apply_router_weight_on_input=False)  # noqa: E731
+    mode = LaunchCount({t.untyped_storage().data_ptr() for t in (w.w13, w.w2, w.w13_scale, w.w2_scale)})
+    monkeypatch.setattr(Launcher, "__call__", mode.triton_launch(Launcher.__call__))
+    with mode:
+        forward()
+    return mode
+
+
+@pytest.mark.parametrize("fmt, scheme_name", sorted(BUDGET))
+def test_one_forward_stays_within_its_launch_budget(monkeypatch, fmt, scheme_name):
+    mode = _one_forward(monkeypatch, fmt, scheme_name)
+    assert len(mode.launches) <= BUDGET[fmt, scheme_name], sorted(mode.launches)
+    assert mode.host_reads == []  # nothing waits for the device: the forward can be captured in a CUDA graph
+    assert mode.weight_ops == []  # no per-forward copy, transpose or conversion of the weights or their scales
+
+
+
+@pytest.mark.parametrize("scheme_name", ["fp8-tensor-dyn", "fp8-channel"])
+@pytest.mark.parametrize("with_map", [False, True])
+def test_the_forward_drops_and_counts_invalid_routing(poisoned_empty, scheme_name, with_map):
+    """Ids outside [0, E) and map entries outside [-1, local E) leave their pair out of the output (and of a dynamic
+    per-tensor scale) and are counted with their range, on the device (moe-core's CPU path raises at the call instead)."""
+    per_channel = scheme_name == "fp8-channel"
+    weights = layer(2, 32, 16, per_channel, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    x, router = torch.randn(6, 32, generator=gen) * 2, torch.rand(6, 2, generator=gen)
+    if with_map:  # 5 global experts, 2 here; global 3's entry (7) is out of range
+        emap, bad_ids = torch.tensor([0, -1, 1, 7, -1], dtype=torch.int32), torch.tensor([[0, 2], [9, 1], [3, 0], [-4, 2], [2, 0], [1, 4]])
+        oracle_map, parking = emap, 1  # bad: 9 and -4 (ids), 7 (the map entry of id 3)
+    else:
+        emap, bad_ids = None, torch.tensor([[0, 1], [9, 1], [1, 0], [-4, 1], [1, 0], [0, 2]])
+        oracle_map, parking = torch.tensor([0, 1, -1]), 2  # bad: ids 9, -4 and 2; the oracle parks them on a remote id
+    bad = (bad_ids < 0) | (bad_ids >= (5 if with_map else 2))
+    if with_map:
+        bad |= bad_ids == 3
+    counter = new_counter()
+    got = run_glue(FakeOps(), x, weights, problem(scheme_name), bad_ids, router, emap=emap, counter=counter)
+    want = expected(x, torch.where(bad, parking, bad_ids), router, weights.w13, weights.w2, weights.w13_scale, weights.w2_scale,
+                    Activation.SILU, None, per_channel, emap=oracle_map)
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    assert counter.buffer(x.device).tolist() == [3, -4, 9]  # [count, smallest, largest]
