@@ -1,140 +1,146 @@
 """The whole layer in one warp-specialized launch for decode on sm_90, written in Gluon (triton 3.6).
 
-The one-launch layer of :mod:`moe_core_triton.fused` split the work the same way, but each program's warps both load
-and multiply, so a program's loads wait for its own MMAs. Here each program (one block of a
-:class:`~moe_core_triton.blocks.BlockTable` of one expert, and ``TILE`` columns of the intermediate) is two partitions
-that share a ring of ``STAGES`` shared-memory slots, each slot two ``[TILE, TILE]`` weight tiles, guarded by
-``ready`` and ``empty`` mbarriers:
+The one-launch layer of :mod:`moe_core_triton.fused` splits the work the same way, but each program's warps both load
+and multiply, so a program's loads wait for its own MMAs, and each program ramps its loads up from nothing. Here a
+persistent grid (at most one program per SM) walks work items, each one block of a
+:class:`~moe_core_triton.blocks.BlockTable` (pairs of one expert) and ``TILE_SIZE`` (64) columns of the intermediate. Each program
+is two partitions that share a ring of ``STAGES`` shared-memory slots, each slot two 64 x 64 weight tiles,
+guarded by ``ready`` and ``empty`` mbarriers:
 
-* the producer, one warp with few registers, streams the expert's weights by TMA: first the gate and up rows of its
-  columns over the whole hidden size (GEMM1), then the ``w2`` columns of the same intermediate columns (GEMM2), so
-  GEMM2's first tiles are already in flight while GEMM1 finishes;
-* the consumer, one warpgroup, gathers the block's token rows of ``x`` into shared memory once, runs GEMM1 with wgmma
+* the producer, one warp with few registers, streams each item's weights by TMA: first the gate and up rows of its
+  columns along the hidden size (GEMM1), then the ``w2`` columns of the same intermediate columns (GEMM2), then the
+  next item's, so GEMM2's first tiles are in flight while GEMM1 finishes, and the next item's while GEMM2 finishes;
+* the consumer, one warpgroup, gathers the block's token rows of ``x`` into shared memory, runs GEMM1 with wgmma
   (weights as the MMA's first operand, the tokens as its N: the transposed product, as the ``triton`` backend's small
   tiles do), SiLU(gate) * up rounded to the activations' dtype into shared memory, then GEMM2 restricted to those
   columns; each pair's ``[H]`` partial row times its router weight is added into the float32 sums per token with
   atomics (the top-k sum), and the last program to arrive casts the sums into the output and leaves them at zero,
-  as in fused.py.
+  as in fused.py (the float32 atomics make the last bits vary from run to run, as there).
 
-Its rows come from :func:`~moe_core_triton.blocks.standard_table` (one table launch before it). Requirements checked
-by :func:`decode_plan`: hidden and intermediate sizes multiples of ``TILE`` (TMA tiles of the flattened
-``[E * 2I, H]`` and ``[E * H, I]`` weights never cross an expert) and the block's activations plus the ring within
-one block's shared memory.
+Its rows come from :func:`~moe_core_triton.blocks.standard_table` (one table launch before it); its tiles and the
+layers it takes from :mod:`moe_core_triton.ws_plan`.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import async_copy, fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from moe_core_triton.blocks import FUSED_SUMS, BlockTable, cdiv, stream_words
+from moe_core_triton.ws_plan import TILE_SIZE, DecodePlan
 
-#: Rows and columns of every weight tile: one wgmma M of a 4-warp consumer, and 128 bytes of 16-bit K per row (the
-#: 128-byte swizzle). Constants the kernels read are constexprs (compiled kernels read no other globals).
-TILE_SIZE = 64
-TILE = gl.constexpr(TILE_SIZE)
 #: Warps of the consumer partition (the kernel's num_warps: one warpgroup) and of the producer partition.
-CONSUMER_WARPS = gl.constexpr(4)
+CONSUMER_WARPS = 4
 PRODUCER_WARPS = gl.constexpr(1)
 #: Registers the producer keeps per thread (setmaxnreg); the consumer gets the rest of the register file.
 PRODUCER_REGISTERS = gl.constexpr(40)
-#: Shared memory one block may use on sm_90 (bytes), less what the compiler adds for barriers and conversions.
-SHARED_BUDGET = 232448 - 8192
 #: Sums the last program casts per step: 4 per thread over the consumer warpgroup.
-CAST_BLOCK = gl.constexpr(4 * 32 * CONSUMER_WARPS.value)
+CAST_BLOCK = gl.constexpr(4 * 32 * CONSUMER_WARPS)
 
 
 @gluon.jit
-def _producer(w13_desc, w2_desc, table_ptr, ring, ready, empty, pid_m, capacity, I,
-              H: gl.constexpr, STAGES: gl.constexpr):
-    """Stream the block's expert's GEMM1 then GEMM2 weight tiles into the ring, two tiles per slot."""
+def _fill(desc, first_row, second_row, col, ring, ready, empty, i, STAGES: gl.constexpr):
+    """Ring step ``i`` (counted over the program's whole run): wait for its slot to be free, then load the tiles of
+    ``desc`` at (``first_row``, ``col``) and (``second_row``, ``col``) into it, signalled on its ``ready`` barrier."""
+    s = i % STAGES
+    mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier's previous phase counts as done
+    mbarrier.expect(ready.index(s), 2 * desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(desc, [first_row, col], ready.index(s), ring.index(2 * s))
+    tma.async_copy_global_to_shared(desc, [second_row, col], ready.index(s), ring.index(2 * s + 1))
+
+
+@gluon.jit
+def _producer(w13_desc, w2_desc, table_ptr, ring, ready, empty, capacity, I, items, H: gl.constexpr, STAGES: gl.constexpr):
+    """For each of the program's work items, stream its expert's GEMM1 tiles (gate rows, then up rows, of its columns,
+    along H) and then its GEMM2 tiles (``w2``'s rows in pairs of tiles, its columns) into the ring."""
     T: gl.constexpr = w13_desc.block_type.shape[0]
     K_STEPS: gl.constexpr = H // T
-    H_STEPS: gl.constexpr = H // (2 * T)
-    nbytes: gl.constexpr = 2 * w13_desc.block_type.nbytes
-    expert = gl.load(table_ptr + capacity + pid_m)
-    col = gl.program_id(1) * T
-    gate_row = expert * 2 * I + col
-    for k in range(K_STEPS):
-        s = k % STAGES
-        mbarrier.wait(empty.index(s), ((k // STAGES) & 1) ^ 1)  # a fresh barrier's previous phase counts as done
-        mbarrier.expect(ready.index(s), nbytes)
-        tma.async_copy_global_to_shared(w13_desc, [gate_row, k * T], ready.index(s), ring.index(2 * s))
-        tma.async_copy_global_to_shared(w13_desc, [gate_row + I, k * T], ready.index(s), ring.index(2 * s + 1))
-    h_row = expert * H
-    for j in range(H_STEPS):
-        i = K_STEPS + j
-        s = i % STAGES
-        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
-        mbarrier.expect(ready.index(s), nbytes)
-        tma.async_copy_global_to_shared(w2_desc, [h_row + 2 * j * T, col], ready.index(s), ring.index(2 * s))
-        tma.async_copy_global_to_shared(w2_desc, [h_row + 2 * j * T + T, col], ready.index(s), ring.index(2 * s + 1))
+    STEPS: gl.constexpr = K_STEPS + H // (2 * T)
+    columns = I // T
+    pid = gl.program_id(0)
+    for item in range(pid, items, gl.num_programs(0)):
+        base = (item - pid) // gl.num_programs(0) * STEPS
+        expert = gl.load(table_ptr + capacity + item // columns)
+        col = item % columns * T
+        gate_row = expert * 2 * I + col
+        for k in range(K_STEPS):
+            _fill(w13_desc, gate_row, gate_row + I, k * T, ring, ready, empty, base + k, STAGES)
+        for j in range(H // (2 * T)):
+            w2_row = expert * H + 2 * j * T
+            _fill(w2_desc, w2_row, w2_row + T, col, ring, ready, empty, base + K_STEPS + j, STAGES)
 
 
 @gluon.jit
-def _gather_rows(x_ptr, table_ptr, x_smem, pid_m, pairs, stride_xm,
+def _gather_rows(x_ptr, table_ptr, x_smem, block, pairs, stride_xm,
                  H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, T: gl.constexpr):
-    """The block's token rows of ``x`` [BLOCK_M, H] into ``x_smem`` [H / T, BLOCK_M, T] (padding rows: zeros)."""
+    """Block ``block``'s token rows of ``x`` [BLOCK_M, H] into ``x_smem`` [H / T, BLOCK_M, T] (padding rows: zeros), 16
+    bytes per thread and copy."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
-    ids = gl.load(table_ptr + pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)))
+    ids = gl.load(table_ptr + block * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)))
     ok = ids < pairs
     token = (ids // TOP_K).to(gl.int64)
     offs_k = gl.arange(0, T, layout=gl.SliceLayout(0, layout))
     ptrs = x_ptr + token[:, None] * stride_xm + offs_k[None, :]
     mask = ok[:, None] & (offs_k[None, :] < T)
-    for k in range(H // T):
-        x_smem.index(k).store(gl.load(ptrs + k * T, mask=mask, other=0.0))
-    fence_async_shared()  # the wgmma reads these stores through the async proxy
+    for k in range(H // T):  # every chunk in flight at once (cp.async), then one wait
+        async_copy.async_copy_global_to_shared(x_smem.index(k), ptrs + k * T, mask=mask)
+    async_copy.commit_group()
+    async_copy.wait_group(0)
+    fence_async_shared()  # the wgmma reads these rows through the async proxy
 
 
 @gluon.jit
-def _consumer(x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pid_m, pairs, stride_xm,
+def _consumer(x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pairs, I, items, stride_xm,
               H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
-    """GEMM1 -> SiLU-and-mul -> GEMM2 on the ring's tiles; the router-weighted rows added into the sums."""
+    """For each of the program's work items: GEMM1 -> SiLU-and-mul -> GEMM2 on the ring's tiles, the router-weighted
+    rows added into the sums."""
     T: gl.constexpr = ring.shape[1]
     K_STEPS: gl.constexpr = H // T
-    H_STEPS: gl.constexpr = H // (2 * T)
+    STEPS: gl.constexpr = K_STEPS + H // (2 * T)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1], instr_shape=[16, BLOCK_M, 16])
-    _gather_rows(x_ptr, table_ptr, x_smem, pid_m, pairs, stride_xm, H, TOP_K, BLOCK_M, T)
-
-    gate = gl.zeros([T, BLOCK_M], gl.float32, mma)
-    up = gl.zeros([T, BLOCK_M], gl.float32, mma)
-    for k in range(K_STEPS):
-        s = k % STAGES
-        mbarrier.wait(ready.index(s), (k // STAGES) & 1)
-        rows = x_smem.index(k).permute((1, 0))  # [T, BLOCK_M]: K-major tokens
-        gate = warpgroup_mma(ring.index(2 * s), rows, gate, is_async=True)
-        up = warpgroup_mma(ring.index(2 * s + 1), rows, up, is_async=True)
-        gate, up = warpgroup_mma_wait(num_outstanding=0, deps=(gate, up))
-        mbarrier.arrive(empty.index(s), count=1)
-    inter = (gate / (1.0 + gl.exp(-gate)) * up).to(x_ptr.dtype.element_ty)  # rounded as the two-GEMM layer stores it
-    inter_smem.store(gl.permute(inter, [1, 0]))
-    fence_async_shared()
-
-    ids = gl.load(table_ptr + pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma)))
-    ok = ids < pairs
-    router = gl.load(weights_ptr + ids, mask=ok, other=0.0).to(gl.float32)
+    columns = I // T
+    pid = gl.program_id(0)
     offs_h = gl.arange(0, T, layout=gl.SliceLayout(1, mma))
-    sums = sums_ptr + (ids // TOP_K).to(gl.int64)[None, :] * H + offs_h[:, None]  # [T, BLOCK_M]
-    mask = ok[None, :] & (offs_h[:, None] < T)
     zero = gl.zeros([T, BLOCK_M], gl.float32, mma)
-    inter_t = inter_smem.permute((1, 0))  # [T, BLOCK_M]
-    for j in range(H_STEPS):
-        i = K_STEPS + j
-        s = i % STAGES
-        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        top = warpgroup_mma(ring.index(2 * s), inter_t, zero, use_acc=False, is_async=True)
-        bottom = warpgroup_mma(ring.index(2 * s + 1), inter_t, zero, use_acc=False, is_async=True)
-        top, bottom = warpgroup_mma_wait(num_outstanding=0, deps=(top, bottom))
-        mbarrier.arrive(empty.index(s), count=1)
-        gl.atomic_add(sums + 2 * j * T, top * router[None, :], mask=mask, sem="relaxed")
-        gl.atomic_add(sums + (2 * j + 1) * T, bottom * router[None, :], mask=mask, sem="relaxed")
+    for item in range(pid, items, gl.num_programs(0)):
+        base = (item - pid) // gl.num_programs(0) * STEPS
+        block = item // columns
+        _gather_rows(x_ptr, table_ptr, x_smem, block, pairs, stride_xm, H, TOP_K, BLOCK_M, T)
+        gate = zero
+        up = zero
+        for k in range(K_STEPS):
+            i = base + k
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            rows = x_smem.index(k).permute((1, 0))  # [T, BLOCK_M]: the tokens, K-major
+            gate = warpgroup_mma(ring.index(2 * s), rows, gate, is_async=True)
+            up = warpgroup_mma(ring.index(2 * s + 1), rows, up, is_async=True)
+            gate, up = warpgroup_mma_wait(num_outstanding=0, deps=(gate, up))
+            mbarrier.arrive(empty.index(s), count=1)
+        inter = (gate / (1.0 + gl.exp(-gate)) * up).to(x_ptr.dtype.element_ty)  # rounded as the two-GEMM layer stores it
+        inter_smem.store(gl.permute(inter, [1, 0]))
+        fence_async_shared()
+
+        ids = gl.load(table_ptr + block * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma)))
+        ok = ids < pairs
+        router = gl.load(weights_ptr + ids, mask=ok, other=0.0).to(gl.float32)
+        sums = sums_ptr + (ids // TOP_K).to(gl.int64)[None, :] * H + offs_h[:, None]  # [T, BLOCK_M]
+        mask = ok[None, :] & (offs_h[:, None] < T)
+        inter_t = inter_smem.permute((1, 0))  # [T, BLOCK_M]
+        for j in range(H // (2 * T)):
+            i = base + K_STEPS + j
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            top = warpgroup_mma(ring.index(2 * s), inter_t, zero, use_acc=False, is_async=True)
+            bottom = warpgroup_mma(ring.index(2 * s + 1), inter_t, zero, use_acc=False, is_async=True)
+            top, bottom = warpgroup_mma_wait(num_outstanding=0, deps=(top, bottom))
+            mbarrier.arrive(empty.index(s), count=1)
+            gl.atomic_add(sums + 2 * j * T, top * router[None, :], mask=mask, sem="relaxed")
+            gl.atomic_add(sums + (2 * j + 1) * T, bottom * router[None, :], mask=mask, sem="relaxed")
 
 
 @gluon.jit
@@ -143,8 +149,7 @@ def _cast_sums_if_last(state_ptr, out_ptr, total, H: gl.constexpr, stride_om, BL
     exchanges (plain loads after the arrival can miss other programs' atomics: fused.py), writes them into ``out`` in
     its dtype, leaves them at zero, then zeroes the arrival counter (the word after the sums)."""
     gl.thread_barrier()  # every thread's atomics come before the release below
-    programs = gl.num_programs(0) * gl.num_programs(1)
-    if gl.atomic_add(state_ptr + total, 1, sem="acq_rel") == programs - 1:
+    if gl.atomic_add(state_ptr + total, 1, sem="acq_rel") == gl.num_programs(0) - 1:
         layout: gl.constexpr = gl.BlockedLayout([BLOCK // (32 * gl.num_warps())], [32], [gl.num_warps()], [0])
         for first in range(0, total, BLOCK):
             offs = first + gl.arange(0, BLOCK, layout=layout)
@@ -158,57 +163,29 @@ def _cast_sums_if_last(state_ptr, out_ptr, total, H: gl.constexpr, stride_om, BL
 @gluon.jit
 def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, table_ptr, state_ptr, out_ptr, pairs, capacity, I, stride_xm, stride_om,
                      H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr, ROWS_LAYOUT: gl.constexpr):
-    """The layer's output [pairs / TOP_K, H] (module docstring). Grid: (the table's blocks, I / TILE). ``state_ptr``:
-    int32 words kept on the stream, zero before the launch and left so: the float32 sums [tokens, H], then the
-    arrival counter. ``ROWS_LAYOUT``: the shared layout of ``[BLOCK_M, TILE]`` activation tiles."""
+    """The layer's output [pairs / TOP_K, H] (module docstring). A persistent grid of at most one program per SM;
+    program ``p`` takes the work items p, p + programs, ... of the table's blocks in use times the I / TILE_SIZE column
+    tiles (item = block * columns + column tile). ``state_ptr``: int32 words kept on the stream, zero before the
+    launch and left so: the float32 sums [tokens, H], then the arrival counter. ``ROWS_LAYOUT``: the shared layout of
+    ``[BLOCK_M, TILE_SIZE]`` activation tiles."""
     T: gl.constexpr = w13_desc.block_type.shape[0]
     dtype: gl.constexpr = w13_desc.dtype
-    pid_m = gl.program_id(0)
-    padded = gl.load(table_ptr + capacity + capacity // BLOCK_M)
-    total = (pairs // TOP_K) * H
-    if pid_m * BLOCK_M < padded:
-        ring = gl.allocate_shared_memory(dtype, [2 * STAGES, T, T], w13_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=1)
-        x_smem = gl.allocate_shared_memory(dtype, [H // T, BLOCK_M, T], ROWS_LAYOUT)
-        inter_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, T], ROWS_LAYOUT)
-        sums_ptr = state_ptr.to(gl.pointer_type(gl.float32), bitcast=True)
-        gl.warp_specialize([
-            (_consumer, (x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pid_m, pairs, stride_xm,
-                         H, TOP_K, BLOCK_M, STAGES)),
-            (_producer, (w13_desc, w2_desc, table_ptr, ring, ready, empty, pid_m, capacity, I, H, STAGES)),
-        ], [PRODUCER_WARPS], [PRODUCER_REGISTERS])
-    _cast_sums_if_last(state_ptr, out_ptr, total, H, stride_om, CAST_BLOCK)
-
-
-@dataclass(frozen=True)
-class DecodePlan:
-    """How :func:`ws_decode_layer` runs a forward: ``block_m`` pair rows per block (the wgmma N) and ``stages`` ring
-    slots."""
-
-    block_m: int
-    stages: int
-
-    def shared_bytes(self, hidden: int, itemsize: int) -> int:
-        """Shared memory of one block: the gathered rows, the intermediate tile and the ring (barriers aside)."""
-        return itemsize * (self.block_m * hidden + self.block_m * TILE_SIZE + self.stages * 2 * TILE_SIZE * TILE_SIZE)
-
-
-#: Ring slots the plans try first (each 16 KiB of 16-bit weights).
-STAGES = 4
-
-
-def decode_plan(tokens: int, hidden: int, intermediate: int, itemsize: int) -> DecodePlan | None:
-    """The plan for ``tokens`` tokens of a layer, None where this kernel cannot take it (sizes not multiples of
-    :data:`TILE`, or the gathered rows and the ring past a block's shared memory). An expert gets at most ``tokens``
-    pairs: blocks of 8 rows (the smallest wgmma N) up to 16 (more rows cost shared memory that the ring needs)."""
-    if hidden % (2 * TILE_SIZE) or intermediate % TILE_SIZE or tokens < 1:
-        return None
-    plan = DecodePlan(block_m=8 if tokens <= 8 else 16, stages=STAGES)
-    return plan if plan.shared_bytes(hidden, itemsize) <= SHARED_BUDGET else None
+    items = gl.load(table_ptr + capacity + capacity // BLOCK_M) // BLOCK_M * (I // T)
+    ring = gl.allocate_shared_memory(dtype, [2 * STAGES, T, T], w13_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    x_smem = gl.allocate_shared_memory(dtype, [H // T, BLOCK_M, T], ROWS_LAYOUT)
+    inter_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, T], ROWS_LAYOUT)
+    sums_ptr = state_ptr.to(gl.pointer_type(gl.float32), bitcast=True)
+    gl.warp_specialize([
+        (_consumer, (x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pairs, I, items, stride_xm,
+                     H, TOP_K, BLOCK_M, STAGES)),
+        (_producer, (w13_desc, w2_desc, table_ptr, ring, ready, empty, capacity, I, items, H, STAGES)),
+    ], [PRODUCER_WARPS], [PRODUCER_REGISTERS])
+    _cast_sums_if_last(state_ptr, out_ptr, (pairs // TOP_K) * H, H, stride_om, CAST_BLOCK)
 
 
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
@@ -222,21 +199,27 @@ def tile_layout(dtype: torch.dtype, rows: int) -> gl.NVMMASharedLayout:
 
 def weight_descriptors(w13: torch.Tensor, w2: torch.Tensor) -> tuple[TensorDescriptor, TensorDescriptor]:
     """TMA descriptors of ``w13`` [E, 2I, H] and ``w2`` [E, H, I] (contiguous) as 2-D ``[E * 2I, H]`` and
-    ``[E * H, I]`` matrices, in ``[TILE, TILE]`` tiles."""
+    ``[E * H, I]`` matrices, in ``[TILE_SIZE, TILE_SIZE]`` tiles."""
     layout = tile_layout(w13.dtype, TILE_SIZE)
     flat13, flat2 = w13.reshape(-1, w13.shape[-1]), w2.reshape(-1, w2.shape[-1])
     return (TensorDescriptor.from_tensor(flat13, [TILE_SIZE, TILE_SIZE], layout), TensorDescriptor.from_tensor(flat2, [TILE_SIZE, TILE_SIZE], layout))
 
 
 def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable,
-                   intermediate: int, top_k: int, state: torch.Tensor, out: torch.Tensor) -> tuple[tuple, tuple, dict]:
-    """(grid, runtime arguments, constexprs and options) of one :func:`ws_decode_kernel` launch."""
+                   intermediate: int, top_k: int, state: torch.Tensor, out: torch.Tensor, sms: int) -> tuple[tuple, tuple, dict]:
+    """(grid, runtime arguments, constexprs and options) of one :func:`ws_decode_kernel` launch on a GPU of ``sms``
+    SMs: one program per SM, or per work item where the table could hold fewer."""
     hidden = x.shape[1]
     args = (x, *descriptors, topk_weights, table.buffer, state, out, table.num_valid, table.capacity, intermediate, x.stride(0),
             out.stride(0))
     constexprs = dict(H=hidden, TOP_K=top_k, BLOCK_M=plan.block_m, STAGES=plan.stages, ROWS_LAYOUT=tile_layout(x.dtype, plan.block_m),
                       num_warps=CONSUMER_WARPS)
-    return (table.num_blocks, cdiv(intermediate, TILE_SIZE)), args, constexprs
+    return (min(sms, table.num_blocks * cdiv(intermediate, TILE_SIZE)),), args, constexprs
+
+
+@functools.lru_cache(maxsize=16)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def ws_decode_layer(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable,
@@ -247,6 +230,7 @@ def ws_decode_layer(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_
     tokens, hidden = x.shape
     state = stream_words(x.device, FUSED_SUMS, tokens * hidden + 1)
     out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
-    grid, args, constexprs = ws_decode_args(plan, x, descriptors, topk_weights, table, intermediate, top_k, state, out)
+    sms = _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device())
+    grid, args, constexprs = ws_decode_args(plan, x, descriptors, topk_weights, table, intermediate, top_k, state, out, sms)
     ws_decode_kernel[grid](*args, **constexprs)
     return out
