@@ -69,7 +69,7 @@ def supports(backend, config, weight_key, activation_key, platform) -> Support:
     if platform.is_cuda() and platform.capability != ARCHITECTURE:
         have = f"sm_{platform.capability[0]}{platform.capability[1]}" if platform.capability else "an unknown architecture"
         reasons.append(f"it is built for sm_90 only (wgmma, TMA, setmaxnreg), this is {have}")
-    if "triton" in platform.packages:
+    if "triton" in platform.packages and not platform.simulated:  # a simulated GPU's triton is not the one installed here
         reasons += [r for r in (installed_triton_reason(),) if r]
     reasons += size_problems(config.hidden_size, config.intermediate_size, itemsize=2)  # 16-bit weights
     return Support.from_reasons(reasons)

@@ -34,12 +34,6 @@ def reg():
     return conformance.registry_with("moe_core_triton.plugin", name="triton")
 
 
-@pytest.fixture
-def gluon_here(monkeypatch):
-    """supports() as on a machine whose triton builds the kernel (the GPU image's 3.6), whatever is installed here."""
-    monkeypatch.setattr(ws_spec, "installed_triton_reason", lambda: None)
-
-
 def test_declared_below_triton_unvalidated_and_without_the_capabilities_it_lacks(reg):
     spec, triton = reg.specs[NAME], reg.specs["triton"]
     assert spec.priority < triton.priority and spec.family == triton.family
@@ -71,7 +65,7 @@ def test_release_reason(version, has_gluon, says):
     ("h100", {"intermediate_size": 100}, "intermediate_size=100 is not a multiple of 64"),
     ("h100", {"hidden_size": 7168}, "hidden_size=7168: 16 gathered token rows and 2 weight slots exceed a block's shared memory"),
 ])
-def test_supports_reasons(reg, gluon_here, platform, change, says):
+def test_supports_reasons(reg, platform, change, says):
     cfg = dataclasses.replace(QWEN3, **change)
     verdict = reg.supports(reg.specs[NAME], SupportQuery(cfg, None, None, preset(platform)))
     assert verdict.ok == (says is None), verdict.explain()
@@ -79,13 +73,16 @@ def test_supports_reasons(reg, gluon_here, platform, change, says):
         assert says in verdict.explain()
 
 
-def test_supports_names_the_installed_triton_that_cannot_build_it(reg, monkeypatch):
-    monkeypatch.setattr(ws_spec, "installed_triton_reason", lambda: "this is triton 9.9.9")
-    verdict = reg.supports(reg.specs[NAME], SupportQuery(QWEN3, None, None, preset("h100")))
-    assert not verdict.ok and "this is triton 9.9.9" in verdict.explain()
+@pytest.mark.parametrize("installed", [None, "this is triton 9.9.9"])
+def test_the_installed_triton_decides_on_this_machine_not_on_a_simulated_one(reg, monkeypatch, installed):
+    monkeypatch.setattr(ws_spec, "installed_triton_reason", lambda: installed)
+    here = dataclasses.replace(preset("h100"), simulated=False)
+    assert reg.supports(reg.specs[NAME], SupportQuery(QWEN3, None, None, preset("h100"))).ok
+    verdict = reg.supports(reg.specs[NAME], SupportQuery(QWEN3, None, None, here))
+    assert verdict.ok == (installed is None) and (installed is None or installed in verdict.explain())
 
 
-def test_never_chosen_automatically_but_runs_when_asked(reg, gluon_here):
+def test_never_chosen_automatically_but_runs_when_asked(reg):
     assert select(QWEN3, platform=preset("h100"), registry=reg, environ={}).name == "triton"
     asked = dataclasses.replace(QWEN3, moe_backend=NAME)
     assert select(asked, platform=preset("h100"), registry=reg, environ={}).name == NAME

@@ -1,0 +1,184 @@
+"""The GPU check of ``triton_ws_sm90`` (ws_decode.py) on an sm_90 GPU, in one command of a few minutes:
+
+    bash scripts/bootstrap.sh python -m moe_core_triton.gluon_check     # results under $OUT (or ./out)
+
+1. ``compile``: the kernel compiles on this machine for sm_90 and its PTX holds ``setmaxnreg``, ``wgmma.mma_async``,
+   ``cp.async.bulk.tensor`` and ``mbarrier.try_wait`` (:mod:`moe_core_triton.ws_compile`);
+2. ``first forward``: one forward of a small layer, under a watchdog (a wrong barrier phase hangs the GPU: the
+   process then exits with the stacks of its threads after :data:`HANG_S` seconds instead of waiting for ever);
+3. ``numerics``: against moe-core's reference backend (``conformance.check_numerics``) at 1, 7, 16 and 64 tokens, for
+   Qwen3-30B-A3B's layer in bfloat16 and a small float16 layer; every forward must have taken the Gluon layer;
+4. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
+   the arrival counter are left at zero for the next launch);
+5. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
+6. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
+   16 and 64 tokens, each time and share of the copy bandwidth against the targets (85% at 1 token, 95% at 16 and 64):
+   targets print as TARGET MET / TARGET MISSED, which do not fail the check.
+
+One ``PASS`` or ``FAIL`` line per check; ``$OUT/gluon_check.json`` holds every record, ``$OUT/bench.json`` the bench's.
+Exit status 0 when every check passed, 1 otherwise, 2 when this machine cannot run the kernel at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import faulthandler
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from moe_core.config import MoEConfig
+from moe_core.numerics import layer_tolerance, relative_error
+from moe_core.presets import random_inputs, random_layer
+from moe_core.quant import scheme
+from moe_core.testing import conformance
+from moe_core_triton import ws_decode
+from moe_core_triton.ws_compile import compile_plan
+from moe_core_triton.ws_kernel import WarpSpecializedKernel
+from moe_core_triton.ws_spec import ARCHITECTURE, WS_SM90, installed_triton_reason
+
+QWEN3 = MoEConfig(num_experts=128, top_k=8, hidden_size=2048, intermediate_size=768, dtype=torch.bfloat16)
+SMALL_FP16 = MoEConfig(num_experts=16, top_k=4, hidden_size=512, intermediate_size=256, dtype=torch.float16)
+NUMERICS_TOKENS = (1, 7, 16, 64)
+GRAPH_TOKENS = (1, 16, 64)
+BENCH_TOKENS = (1, 16, 64)
+#: Share of the copy bandwidth each bench token count should reach (percent).
+TARGETS = {1: 85.0, 16: 95.0, 64: 95.0}
+#: Seconds a step may take before the watchdog ends the process (compiles included).
+HANG_S = 240
+
+
+class Check:
+    """Runs named steps, prints one PASS/FAIL line each and keeps their records."""
+
+    def __init__(self):
+        self.records: list[dict] = []
+        self.failed = 0
+
+    def step(self, name: str, fn) -> object:
+        print(f"... {name}", flush=True)
+        faulthandler.dump_traceback_later(HANG_S, exit=True)
+        started = time.perf_counter()
+        try:
+            detail = fn()
+            ok, why = True, ""
+        except Exception as exc:  # noqa: BLE001 - every step reports, then the next one runs
+            detail, ok, why = None, False, f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        seconds = time.perf_counter() - started
+        self.failed += not ok
+        self.records.append({"check": name, "ok": ok, "seconds": round(seconds, 1), "detail": detail, "error": why})
+        print(f"{'PASS' if ok else 'FAIL'}  {name} ({seconds:.1f} s){': ' + str(detail) if ok and detail else ''}{': ' + why if why else ''}",
+              flush=True)
+        return detail
+
+
+class _CountingLayer:
+    """Counts the forwards that reach :func:`ws_decode.ws_decode_layer` (the kernel imports it at each forward)."""
+
+    def __init__(self):
+        self.calls, self._layer = 0, ws_decode.ws_decode_layer
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self._layer(*args, **kwargs)
+
+
+def check_compile() -> str:
+    lines = []
+    for tokens in BENCH_TOKENS:
+        compiled = compile_plan(tokens)
+        assert not compiled.problems, compiled.problems
+        lines.append(compiled.line())
+    return " | ".join(lines)
+
+
+def check_first_forward() -> str:
+    return f"rel. error {conformance.check_against_reference(WarpSpecializedKernel, SMALL_FP16, 'unquantized', *random_inputs(SMALL_FP16, 3, device='cuda')):.3g}"
+
+
+def check_numerics(counter: _CountingLayer) -> list[dict]:
+    reg = conformance.registry_with("moe_core_triton.plugin", name="triton")
+    before = counter.calls
+    records = conformance.check_numerics(reg, WS_SM90.name, device="cuda", configs=[QWEN3, SMALL_FP16], tokens=NUMERICS_TOKENS)
+    ran = [r for r in records if "rel_err" in r]
+    assert len(ran) == 2 * len(NUMERICS_TOKENS), f"cases skipped: {[r for r in records if 'skipped' in r]}"
+    assert counter.calls - before == len(ran), f"{counter.calls - before} of {len(ran)} forwards took the Gluon layer"
+    return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in ran]
+
+
+def check_repeat(tokens: int = 16, forwards: int = 30) -> str:
+    sch = scheme("unquantized")
+    kernel = WarpSpecializedKernel(QWEN3, None, None)
+    weights = kernel.prepare_weights(random_layer(QWEN3, sch, device="cuda"))
+    x, routing = random_inputs(QWEN3, tokens, device="cuda")
+    first = kernel.apply(x, weights, routing)
+    worst = max(relative_error(kernel.apply(x, weights, routing), first) for _ in range(forwards))
+    assert worst <= layer_tolerance(None, QWEN3), f"forwards of the same inputs differ by {worst:.3g}"
+    return f"{forwards} forwards at {tokens} tokens, largest difference from the first {worst:.3g}"
+
+
+def check_graphs() -> dict:
+    return {t: conformance.check_graph_replay(WarpSpecializedKernel, QWEN3, "unquantized", tokens=t) for t in GRAPH_TOKENS}
+
+
+def check_bench(out: Path) -> dict:
+    command = [sys.executable, "-m", "moe_core.cli", "bench", "--preset", "qwen3-30b-a3b", "--dtype", "bfloat16", "--tokens",
+               ",".join(map(str, BENCH_TOKENS)), "--backends", f"triton,{WS_SM90.name}", "--peers", "", "--quiet",
+               "--json", str(out / "bench.json")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=HANG_S)
+    (out / "bench.txt").write_text(" ".join(command) + "\n" + done.stdout + done.stderr)
+    print(done.stdout, flush=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [row for case in json.loads((out / "bench.json").read_text())["cases"] for row in case["rows"]]
+    table = {(row["backend"], row["tokens"]): row for row in rows}
+    summary = {}
+    for tokens in BENCH_TOKENS:
+        mine, base = table.get((WS_SM90.name, tokens)), table.get(("triton", tokens))
+        assert mine and mine["status"] == "ok", f"{WS_SM90.name} at {tokens} tokens: {mine}"
+        pct, target = mine["pct_copy"], TARGETS[tokens]
+        speedup = base["time_s"] / mine["time_s"] if base and base["status"] == "ok" else None
+        summary[tokens] = {"time_us": mine["time_s"] * 1e6, "pct_copy": pct, "mode": mine["mode"], "triton_time_us":
+                           base["time_s"] * 1e6 if base and base["time_s"] else None, "speedup_vs_triton": speedup}
+        print(f"TARGET {'MET' if pct >= target else 'MISSED'}  {tokens} tokens: {mine['time_s'] * 1e6:.1f} us ({mine['mode']}), "
+              f"{pct:.1f}% of copy (target {target:.0f}%), {speedup and f'{speedup:.2f}x'} triton", flush=True)
+    return summary
+
+
+def main() -> int:
+    out = Path(os.environ.get("OUT") or "out")
+    out.mkdir(parents=True, exist_ok=True)
+    import triton
+
+    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+    print(f"device {torch.cuda.get_device_name() if cap else 'none'} cc {cap} | torch {torch.__version__} | triton {triton.__version__}",
+          flush=True)
+    reason = installed_triton_reason() or (None if cap == ARCHITECTURE else f"needs an sm_90 GPU, this is {cap}")
+    if reason:
+        print(f"FAIL  setup: {reason}", flush=True)
+        return 2
+    counter = _CountingLayer()
+    ws_decode.ws_decode_layer = counter
+    check = Check()
+    check.step("compile", check_compile)
+    check.step("first forward", check_first_forward)
+    check.step("numerics", lambda: check_numerics(counter))
+    check.step("repeat", check_repeat)
+    check.step("graph", check_graphs)
+    check.step("bench", lambda: check_bench(out))
+    (out / "gluon_check.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                                      "triton": triton.__version__, "checks": check.records}, indent=1, default=str))
+    print(f"gluon_check: {len(check.records) - check.failed} of {len(check.records)} checks passed", flush=True)
+    return 1 if check.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
