@@ -8,10 +8,12 @@
    process then exits with the stacks of its threads after :data:`HANG_S` seconds instead of waiting for ever);
 3. ``numerics``: against moe-core's reference backend (``conformance.check_numerics``) at 1, 7, 16 and 64 tokens, for
    Qwen3-30B-A3B's layer in bfloat16 and a small float16 layer; every forward must have taken the Gluon layer;
-4. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
+4. ``robustness``: moe-core's robustness cases (invalid ids dropped and counted, NaN tokens, zero tokens...) and 200
+   garbage routings, at 1 token (one block per pair, invalid ids counted in the kernel) and 9 (a block table);
+5. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
    the arrival counter are left at zero for the next launch);
-5. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
-6. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
+6. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
+7. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
    16 and 64 tokens, each time and share of the copy bandwidth against the targets (85% at 1 token, 95% at 16 and 64):
    targets print as TARGET MET / TARGET MISSED, which do not fail the check.
 
@@ -21,7 +23,6 @@ Exit status 0 when every check passed, 1 otherwise, 2 when this machine cannot r
 
 from __future__ import annotations
 
-import dataclasses
 import faulthandler
 import json
 import os
@@ -37,7 +38,7 @@ from moe_core.config import MoEConfig
 from moe_core.numerics import layer_tolerance, relative_error
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
-from moe_core.testing import conformance
+from moe_core.testing import conformance, robustness
 from moe_core_triton import ws_decode
 from moe_core_triton.ws_compile import compile_plan
 from moe_core_triton.ws_kernel import WarpSpecializedKernel
@@ -115,6 +116,16 @@ def check_numerics(counter: _CountingLayer) -> list[dict]:
     return [{k: r[k] for k in ("tokens", "rel_err", "tolerance")} for r in ran]
 
 
+def check_robustness(counter: _CountingLayer) -> dict:
+    reg = conformance.registry_with("moe_core_triton.plugin", name="triton")
+    before, outcomes = counter.calls, {}
+    for tokens in (1, 9):
+        records = robustness.check_robustness(reg, WS_SM90.name, device="cuda", tokens=tokens, garbage_calls=200)
+        outcomes[tokens] = {r["case"]: r["outcome"] for r in records}
+    assert counter.calls > before, "no forward took the Gluon layer"
+    return outcomes
+
+
 def check_repeat(tokens: int = 16, forwards: int = 30) -> str:
     sch = scheme("unquantized")
     kernel = WarpSpecializedKernel(QWEN3, None, None)
@@ -171,6 +182,7 @@ def main() -> int:
     check.step("compile", check_compile)
     check.step("first forward", check_first_forward)
     check.step("numerics", lambda: check_numerics(counter))
+    check.step("robustness", lambda: check_robustness(counter))
     check.step("repeat", check_repeat)
     check.step("graph", check_graphs)
     check.step("bench", lambda: check_bench(out))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from moe_core.routing_guard import RoutingErrorCounter
 from moe_core_triton.blocks import BlockTable, pair_table, table_words
 from moe_core_triton.compile_check import SHARED_MEMORY_LIMIT, Launch, compile_launch, specialize
 from moe_core_triton.ws_plan import DecodePlan, decode_plan
@@ -55,7 +56,7 @@ class CompiledPlan:
 
     def line(self) -> str:
         counts = " ".join(f"{name}={count}" for name, count in self.counts.items())
-        return (f"tokens={self.tokens} block_m={self.plan.block_m} stages={self.plan.stages} shared={self.shared} "
+        return (f"tokens={self.tokens} block_m={self.plan.block_m} stages={self.plan.stages} pair_items={self.plan.pair_items} shared={self.shared} "
                 f"registers={self.registers} partition_registers={sorted(set(self.setmaxnreg))} {counts}")
 
 
@@ -67,8 +68,9 @@ def decode_launch(tokens: int, experts: int, top_k: int, hidden: int, intermedia
     if plan is None:
         raise ValueError(f"the decode layer cannot take hidden={hidden}, intermediate={intermediate} (ws_plan.size_problems)")
     pairs = tokens * top_k
-    capacity = pair_table(torch.zeros(pairs, dtype=torch.int32), experts, experts, plan.block_m).capacity
-    table = BlockTable(torch.zeros(table_words(capacity, plan.block_m), dtype=torch.int32), capacity, pairs, plan.block_m)
+    table = pair_table(torch.zeros(pairs, dtype=torch.int32), experts, experts, plan.block_m, errors=RoutingErrorCounter("topk_ids", "ids"))
+    if not plan.pair_items:
+        table = BlockTable(torch.zeros(table_words(table.capacity, plan.block_m), dtype=torch.int32), table.capacity, pairs, plan.block_m)
     w13 = torch.empty(experts, 2 * intermediate, hidden, dtype=dtype)
     w2 = torch.empty(experts, hidden, intermediate, dtype=dtype)
     x, out = torch.empty(tokens, hidden, dtype=dtype), torch.empty(tokens, hidden, dtype=dtype)

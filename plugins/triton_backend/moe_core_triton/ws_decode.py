@@ -17,8 +17,10 @@ guarded by ``ready`` and ``empty`` mbarriers:
   atomics (the top-k sum), and the last program to arrive casts the sums into the output and leaves them at zero,
   as in fused.py (the float32 atomics make the last bits vary from run to run, as there).
 
-Its rows come from :func:`~moe_core_triton.blocks.standard_table` (one table launch before it); its tiles and the
-layers it takes from :mod:`moe_core_triton.ws_plan`.
+A forward of one token takes one block per pair (its top-k experts are distinct), worked out from the routing in the
+kernel, invalid ids counted by program 0: one launch in all. Longer forwards take the blocks of a
+:func:`~moe_core_triton.blocks.standard_table` (one table launch before the layer's). Tiles, and the layers it takes:
+:mod:`moe_core_triton.ws_plan`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import async_copy, fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from moe_core_triton.blocks import FUSED_SUMS, BlockTable, cdiv, stream_words
+from moe_core_triton.blocks import FUSED_SUMS, BlockTable, PairTable, cdiv, next_power_of_2, stream_words
 from moe_core_triton.ws_plan import TILE_SIZE, DecodePlan
 
 #: Warps of the consumer partition (the kernel's num_warps: one warpgroup) and of the producer partition.
@@ -54,7 +56,8 @@ def _fill(desc, first_row, second_row, col, ring, ready, empty, i, STAGES: gl.co
 
 
 @gluon.jit
-def _producer(w13_desc, w2_desc, table_ptr, ring, ready, empty, capacity, I, items, H: gl.constexpr, STAGES: gl.constexpr):
+def _producer(w13_desc, w2_desc, rows_ptr, ring, ready, empty, capacity, num_experts, I, items, H: gl.constexpr, STAGES: gl.constexpr,
+              PAIR_ITEMS: gl.constexpr):
     """For each of the program's work items, stream its expert's GEMM1 tiles (gate rows, then up rows, of its columns,
     along H) and then its GEMM2 tiles (``w2``'s rows in pairs of tiles, its columns) into the ring."""
     T: gl.constexpr = w13_desc.block_type.shape[0]
@@ -64,7 +67,7 @@ def _producer(w13_desc, w2_desc, table_ptr, ring, ready, empty, capacity, I, ite
     pid = gl.program_id(0)
     for item in range(pid, items, gl.num_programs(0)):
         base = (item - pid) // gl.num_programs(0) * STEPS
-        expert = gl.load(table_ptr + capacity + item // columns)
+        expert = _block_expert(rows_ptr, item // columns, capacity, num_experts, PAIR_ITEMS)
         col = item % columns * T
         gate_row = expert * 2 * I + col
         for k in range(K_STEPS):
@@ -75,12 +78,64 @@ def _producer(w13_desc, w2_desc, table_ptr, ring, ready, empty, capacity, I, ite
 
 
 @gluon.jit
-def _gather_rows(x_ptr, table_ptr, x_smem, block, pairs, stride_xm,
-                 H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, T: gl.constexpr):
+def _work_items(rows_ptr, pairs, capacity, columns, BLOCK_M: gl.constexpr, PAIR_ITEMS: gl.constexpr):
+    """The launch's work items: its blocks in use (a block table's padded rows / BLOCK_M, or one block per pair with
+    PAIR_ITEMS) times the ``columns`` column tiles of the intermediate."""
+    if PAIR_ITEMS:
+        blocks = pairs
+    else:
+        blocks = gl.load(rows_ptr + capacity + capacity // BLOCK_M) // BLOCK_M
+    return blocks * columns
+
+
+@gluon.jit
+def _block_expert(rows_ptr, block, capacity, num_experts, PAIR_ITEMS: gl.constexpr):
+    """The local expert of block ``block``: the block table's, or with PAIR_ITEMS the pair's (``rows_ptr``: the
+    routing's flat ids), 0 for an invalid id, whose row :func:`_block_rows` drops."""
+    if PAIR_ITEMS:
+        raw = gl.load(rows_ptr + block)
+        expert = gl.where((raw >= 0) & (raw < num_experts), raw, 0).to(gl.int32)
+    else:
+        expert = gl.load(rows_ptr + capacity + block)
+    return expert
+
+
+@gluon.jit
+def _block_rows(rows_ptr, block, pairs, num_experts, layout: gl.constexpr, BLOCK_M: gl.constexpr, PAIR_ITEMS: gl.constexpr):
+    """The pair id of each of block ``block``'s BLOCK_M rows in ``layout`` (``pairs``: no pair). With PAIR_ITEMS, the
+    block's pair in row 0 when its id is valid."""
+    rows = gl.arange(0, BLOCK_M, layout=layout)
+    if PAIR_ITEMS:
+        raw = gl.load(rows_ptr + block)
+        ids = gl.where((rows == 0) & (raw >= 0) & (raw < num_experts), block, pairs)
+    else:
+        ids = gl.load(rows_ptr + block * BLOCK_M + rows)
+    return ids
+
+
+@gluon.jit
+def _record_invalid(ids_ptr, err_ptr, pairs, num_experts, P_P2: gl.constexpr):
+    """Count the routing's ids outside [0, num_experts), and the range of their values, in the int64 [count, smallest,
+    largest] counter (what the block table's launch does for the other forwards: blocks.record_invalid)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, P_P2, layout=layout)
+    ok = offs < pairs
+    raw = gl.load(ids_ptr + offs, mask=ok, other=0).to(gl.int64)
+    bad = ok & ((raw < 0) | (raw >= num_experts))
+    count = gl.sum(bad.to(gl.int64), axis=0)
+    if count > 0:
+        gl.atomic_add(err_ptr, count)
+        gl.atomic_min(err_ptr + 1, gl.min(gl.where(bad, raw, 9223372036854775807), axis=0))
+        gl.atomic_max(err_ptr + 2, gl.max(gl.where(bad, raw, -9223372036854775807 - 1), axis=0))
+
+
+@gluon.jit
+def _gather_rows(x_ptr, rows_ptr, x_smem, block, pairs, num_experts, stride_xm,
+                 H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, T: gl.constexpr, PAIR_ITEMS: gl.constexpr):
     """Block ``block``'s token rows of ``x`` [BLOCK_M, H] into ``x_smem`` [H / T, BLOCK_M, T] (padding rows: zeros), 16
     bytes per thread and copy."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
-    ids = gl.load(table_ptr + block * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)))
+    ids = _block_rows(rows_ptr, block, pairs, num_experts, gl.SliceLayout(1, layout), BLOCK_M, PAIR_ITEMS)
     ok = ids < pairs
     token = (ids // TOP_K).to(gl.int64)
     offs_k = gl.arange(0, T, layout=gl.SliceLayout(0, layout))
@@ -94,22 +149,26 @@ def _gather_rows(x_ptr, table_ptr, x_smem, block, pairs, stride_xm,
 
 
 @gluon.jit
-def _consumer(x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pairs, I, items, stride_xm,
-              H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+def _consumer(x_ptr, weights_ptr, rows_ptr, err_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pairs, num_experts, I, items,
+              stride_xm, H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr, PAIR_ITEMS: gl.constexpr,
+              GUARD: gl.constexpr, P_P2: gl.constexpr):
     """For each of the program's work items: GEMM1 -> SiLU-and-mul -> GEMM2 on the ring's tiles, the router-weighted
-    rows added into the sums."""
+    rows added into the sums. With PAIR_ITEMS and GUARD, program 0 first counts the routing's invalid ids."""
     T: gl.constexpr = ring.shape[1]
     K_STEPS: gl.constexpr = H // T
     STEPS: gl.constexpr = K_STEPS + H // (2 * T)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1], instr_shape=[16, BLOCK_M, 16])
     columns = I // T
     pid = gl.program_id(0)
+    if PAIR_ITEMS and GUARD:
+        if pid == 0:
+            _record_invalid(rows_ptr, err_ptr, pairs, num_experts, P_P2)
     offs_h = gl.arange(0, T, layout=gl.SliceLayout(1, mma))
     zero = gl.zeros([T, BLOCK_M], gl.float32, mma)
     for item in range(pid, items, gl.num_programs(0)):
         base = (item - pid) // gl.num_programs(0) * STEPS
         block = item // columns
-        _gather_rows(x_ptr, table_ptr, x_smem, block, pairs, stride_xm, H, TOP_K, BLOCK_M, T)
+        _gather_rows(x_ptr, rows_ptr, x_smem, block, pairs, num_experts, stride_xm, H, TOP_K, BLOCK_M, T, PAIR_ITEMS)
         gate = zero
         up = zero
         for k in range(K_STEPS):
@@ -125,7 +184,7 @@ def _consumer(x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_sme
         inter_smem.store(gl.permute(inter, [1, 0]))
         fence_async_shared()
 
-        ids = gl.load(table_ptr + block * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma)))
+        ids = _block_rows(rows_ptr, block, pairs, num_experts, gl.SliceLayout(0, mma), BLOCK_M, PAIR_ITEMS)
         ok = ids < pairs
         router = gl.load(weights_ptr + ids, mask=ok, other=0.0).to(gl.float32)
         sums = sums_ptr + (ids // TOP_K).to(gl.int64)[None, :] * H + offs_h[:, None]  # [T, BLOCK_M]
@@ -161,16 +220,19 @@ def _cast_sums_if_last(state_ptr, out_ptr, total, H: gl.constexpr, stride_om, BL
 
 
 @gluon.jit
-def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, table_ptr, state_ptr, out_ptr, pairs, capacity, I, stride_xm, stride_om,
-                     H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr, ROWS_LAYOUT: gl.constexpr):
+def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, rows_ptr, err_ptr, state_ptr, out_ptr, pairs, capacity, num_experts, I,
+                     stride_xm, stride_om, H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                     ROWS_LAYOUT: gl.constexpr, PAIR_ITEMS: gl.constexpr, GUARD: gl.constexpr, P_P2: gl.constexpr):
     """The layer's output [pairs / TOP_K, H] (module docstring). A persistent grid of at most one program per SM;
-    program ``p`` takes the work items p, p + programs, ... of the table's blocks in use times the I / TILE_SIZE column
-    tiles (item = block * columns + column tile). ``state_ptr``: int32 words kept on the stream, zero before the
-    launch and left so: the float32 sums [tokens, H], then the arrival counter. ``ROWS_LAYOUT``: the shared layout of
-    ``[BLOCK_M, TILE_SIZE]`` activation tiles."""
+    program ``p`` takes the work items p, p + programs, ... of the blocks in use times the I / TILE_SIZE column tiles
+    (item = block * columns + column tile). The blocks: a BlockTable's (``rows_ptr``: its buffer of ``capacity``
+    rows), or with PAIR_ITEMS one per pair (``rows_ptr``: the routing's flat ids, at most P_P2 of them, of
+    ``num_experts`` experts; GUARD: invalid ones counted in ``err_ptr``, :func:`_record_invalid`). ``state_ptr``: int32
+    words kept on the stream, zero before the launch and left so: the float32 sums [tokens, H], then the arrival
+    counter. ``ROWS_LAYOUT``: the shared layout of ``[BLOCK_M, TILE_SIZE]`` activation tiles."""
     T: gl.constexpr = w13_desc.block_type.shape[0]
     dtype: gl.constexpr = w13_desc.dtype
-    items = gl.load(table_ptr + capacity + capacity // BLOCK_M) // BLOCK_M * (I // T)
+    items = _work_items(rows_ptr, pairs, capacity, I // T, BLOCK_M, PAIR_ITEMS)
     ring = gl.allocate_shared_memory(dtype, [2 * STAGES, T, T], w13_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -181,9 +243,9 @@ def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, table_ptr, state_ptr
     inter_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, T], ROWS_LAYOUT)
     sums_ptr = state_ptr.to(gl.pointer_type(gl.float32), bitcast=True)
     gl.warp_specialize([
-        (_consumer, (x_ptr, weights_ptr, table_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pairs, I, items, stride_xm,
-                     H, TOP_K, BLOCK_M, STAGES)),
-        (_producer, (w13_desc, w2_desc, table_ptr, ring, ready, empty, capacity, I, items, H, STAGES)),
+        (_consumer, (x_ptr, weights_ptr, rows_ptr, err_ptr, sums_ptr, ring, ready, empty, x_smem, inter_smem, pairs, num_experts, I,
+                     items, stride_xm, H, TOP_K, BLOCK_M, STAGES, PAIR_ITEMS, GUARD, P_P2)),
+        (_producer, (w13_desc, w2_desc, rows_ptr, ring, ready, empty, capacity, num_experts, I, items, H, STAGES, PAIR_ITEMS)),
     ], [PRODUCER_WARPS], [PRODUCER_REGISTERS])
     _cast_sums_if_last(state_ptr, out_ptr, (pairs // TOP_K) * H, H, stride_om, CAST_BLOCK)
 
@@ -205,16 +267,20 @@ def weight_descriptors(w13: torch.Tensor, w2: torch.Tensor) -> tuple[TensorDescr
     return (TensorDescriptor.from_tensor(flat13, [TILE_SIZE, TILE_SIZE], layout), TensorDescriptor.from_tensor(flat2, [TILE_SIZE, TILE_SIZE], layout))
 
 
-def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable,
+def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable | PairTable,
                    intermediate: int, top_k: int, state: torch.Tensor, out: torch.Tensor, sms: int) -> tuple[tuple, tuple, dict]:
     """(grid, runtime arguments, constexprs and options) of one :func:`ws_decode_kernel` launch on a GPU of ``sms``
-    SMs: one program per SM, or per work item where the table could hold fewer."""
-    hidden = x.shape[1]
-    args = (x, *descriptors, topk_weights, table.buffer, state, out, table.num_valid, table.capacity, intermediate, x.stride(0),
-            out.stride(0))
-    constexprs = dict(H=hidden, TOP_K=top_k, BLOCK_M=plan.block_m, STAGES=plan.stages, ROWS_LAYOUT=tile_layout(x.dtype, plan.block_m),
+    SMs: one program per SM, or per work item where there can be fewer. ``table``: a :class:`PairTable` (one block per
+    pair) where ``plan.pair_items`` says so, else the forward's :class:`BlockTable` of ``plan.block_m``-row blocks."""
+    rows, _, errors, pairs, capacity, experts, _ = table.kernel_args
+    pair_items = isinstance(table, PairTable)
+    assert pair_items == plan.pair_items and table.block_m == plan.block_m, (plan, table)
+    args = (x, *descriptors, topk_weights, rows, errors, state, out, pairs, capacity, experts, intermediate, x.stride(0), out.stride(0))
+    constexprs = dict(H=x.shape[1], TOP_K=top_k, BLOCK_M=plan.block_m, STAGES=plan.stages, ROWS_LAYOUT=tile_layout(x.dtype, plan.block_m),
+                      PAIR_ITEMS=pair_items, GUARD=pair_items and table.errors is not None, P_P2=next_power_of_2(pairs),
                       num_warps=CONSUMER_WARPS)
-    return (min(sms, table.num_blocks * cdiv(intermediate, TILE_SIZE)),), args, constexprs
+    blocks = pairs if pair_items else capacity // plan.block_m
+    return (min(sms, blocks * cdiv(intermediate, TILE_SIZE)),), args, constexprs
 
 
 @functools.lru_cache(maxsize=16)
@@ -222,11 +288,11 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def ws_decode_layer(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable,
+def ws_decode_layer(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable | PairTable,
                     intermediate: int, top_k: int) -> torch.Tensor:
     """The layer's output [tokens, H] in ``x``'s dtype by one launch: ``x`` [tokens, H] with unit column stride,
-    ``descriptors`` from :func:`weight_descriptors`, ``topk_weights`` contiguous, ``table`` the forward's block table
-    of ``plan.block_m``-row blocks."""
+    ``descriptors`` from :func:`weight_descriptors`, ``topk_weights`` contiguous, ``table`` as :func:`ws_decode_args`
+    takes it."""
     tokens, hidden = x.shape
     state = stream_words(x.device, FUSED_SUMS, tokens * hidden + 1)
     out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)

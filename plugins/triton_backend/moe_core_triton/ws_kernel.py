@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from moe_core.routing import Routing
-from moe_core_triton.blocks import standard_table
+from moe_core_triton.blocks import pair_table, standard_table
 from moe_core_triton.kernel import TritonKernel
 from moe_core_triton.ws_plan import DecodePlan, decode_plan
 from moe_core_triton.ws_spec import DECODE_MAX_TOKENS, WS_SM90
@@ -14,7 +14,8 @@ from moe_core_triton.ws_spec import DECODE_MAX_TOKENS, WS_SM90
 
 class WarpSpecializedKernel(TritonKernel):
     """:class:`TritonKernel` whose standard-format forwards of at most :data:`DECODE_MAX_TOKENS` tokens, router weight on
-    the output, run :func:`moe_core_triton.ws_decode.ws_decode_layer` (one table launch and one layer launch)."""
+    the output, run :func:`moe_core_triton.ws_decode.ws_decode_layer`: one launch for one token, a block table's launch
+    and the layer's for more."""
 
     backend_name = WS_SM90.name
     #: Eager forwards are not replayed: a replay repeats :class:`~moe_core_triton.launch.Launcher` launches only, and the
@@ -39,7 +40,8 @@ class WarpSpecializedKernel(TritonKernel):
 
         cfg = self.config
         errors = self.routing_errors if self.count_routing_errors else None
-        table = standard_table(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, plan.block_m, None, errors)
+        rows = pair_table if plan.pair_items else standard_table
+        table = rows(routing.topk_ids, cfg.num_experts, cfg.local_num_experts, plan.block_m, None, errors)
         x = hidden_states if hidden_states.stride(1) == 1 else hidden_states.contiguous()
         return ws_decode_layer(plan, x, weight_descriptors(weights.w13, weights.w2), routing.topk_weights.contiguous(), table,
                                cfg.intermediate_size, cfg.top_k)

@@ -19,14 +19,20 @@ MAX_STAGES = 8
 MIN_STAGES = 2
 #: Pair rows per block: 8 (the smallest wgmma N) up to this many; more rows would take the shared memory the ring needs.
 MAX_BLOCK_M = 16
+#: Forwards of at most this many tokens take one block per pair instead of a block table: no table launch before the
+#: layer's. One token's top-k experts are distinct, so no expert's weights are read twice; two tokens' pairs can share
+#: experts, whose weights each pair would then read again.
+PAIR_ITEMS_MAX_TOKENS = 1
 
 
 @dataclass(frozen=True)
 class DecodePlan:
-    """How a forward runs: ``block_m`` pair rows per block (the wgmma N) and ``stages`` ring slots."""
+    """How a forward runs: ``block_m`` pair rows per block (the wgmma N), ``stages`` ring slots, and whether its blocks
+    are one pair each (``pair_items``, no block table) rather than a block table's."""
 
     block_m: int
     stages: int
+    pair_items: bool = False
 
 
 def _rows_bytes(hidden: int, itemsize: int, block_m: int) -> int:
@@ -49,9 +55,9 @@ def size_problems(hidden: int, intermediate: int, itemsize: int, block_m: int = 
 def decode_plan(tokens: int, hidden: int, intermediate: int, itemsize: int) -> DecodePlan | None:
     """The plan for ``tokens`` tokens (at least one) of a layer, None where :func:`size_problems` names one. An expert
     gets at most ``tokens`` pairs, so a block takes 8 rows up to 8 tokens, else :data:`MAX_BLOCK_M`; the ring takes
-    what the rows leave, up to :data:`MAX_STAGES` slots."""
+    what the rows leave, up to :data:`MAX_STAGES` slots; up to :data:`PAIR_ITEMS_MAX_TOKENS` tokens, one pair per block."""
     block_m = 8 if tokens <= 8 else MAX_BLOCK_M
     if size_problems(hidden, intermediate, itemsize, block_m):
         return None
     stages = min(MAX_STAGES, (SHARED_BUDGET - _rows_bytes(hidden, itemsize, block_m)) // (itemsize * SLOT_ELEMENTS))
-    return DecodePlan(block_m, stages)
+    return DecodePlan(block_m, stages, pair_items=tokens <= PAIR_ITEMS_MAX_TOKENS)

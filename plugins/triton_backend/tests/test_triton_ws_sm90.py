@@ -16,7 +16,6 @@ from hypothesis import given, settings, strategies as st
 from moe_core.config import Activation, ActivationFormat, MoEConfig
 from moe_core.platform import preset
 from moe_core.presets import random_inputs
-from moe_core.quant import scheme
 from moe_core.resolver import select
 from moe_core.routing import BatchedRouting
 from moe_core.spec import NOT_VALIDATED, SupportQuery
@@ -95,13 +94,13 @@ def test_a_plan_exists_exactly_where_no_size_problem_is_named_and_fills_shared_m
     block_m = 8 if tokens <= 8 else 16
     assert (plan is None) == bool(size_problems(hidden, intermediate, 2, block_m))
     if plan is not None:
-        assert plan.block_m == block_m and 2 <= plan.stages <= MAX_STAGES
+        assert plan.block_m == block_m and 2 <= plan.stages <= MAX_STAGES and plan.pair_items == (tokens == 1)
         used = 2 * (block_m * (hidden + 64) + plan.stages * SLOT_ELEMENTS)
         assert used <= SHARED_BUDGET and (plan.stages == MAX_STAGES or used + 2 * SLOT_ELEMENTS > SHARED_BUDGET)
 
 
 @pytest.mark.parametrize("tokens, hidden, intermediate, plan", [
-    (1, 2048, 768, DecodePlan(8, 8)),  # Qwen3-30B-A3B: 33 KiB of rows leave room for the most slots
+    (1, 2048, 768, DecodePlan(8, 8, pair_items=True)),  # Qwen3-30B-A3B: 33 KiB of rows leave room for the most slots
     (64, 2048, 768, DecodePlan(16, 8)),
     (16, 4096, 14336, DecodePlan(16, 5)),  # Mixtral-8x7B: 130 KiB of rows, 5 slots of 16 KiB
     (8, 7168, 2048, DecodePlan(8, 6)),  # DeepSeek-V3: 8 rows fit...
