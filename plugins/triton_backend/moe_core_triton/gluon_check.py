@@ -13,7 +13,9 @@
 5. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
    the arrival counter are left at zero for the next launch);
 6. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
-7. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
+7. ``sweep``: graph-replay times of the layer with shallower rings than its plan's, and at one token with a block
+   table in place of one block per pair: what the plan is worth against its neighbours (reported, not judged);
+8. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
    16 and 64 tokens, each time and share of the copy bandwidth against the targets (85% at 1 token, 95% at 16 and 64):
    targets print as TARGET MET / TARGET MISSED, which do not fail the check.
 
@@ -23,6 +25,7 @@ Exit status 0 when every check passed, 1 otherwise, 2 when this machine cannot r
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import json
 import os
@@ -42,6 +45,7 @@ from moe_core.testing import conformance, robustness
 from moe_core_triton import ws_decode
 from moe_core_triton.ws_compile import compile_plan
 from moe_core_triton.ws_kernel import WarpSpecializedKernel
+from moe_core_triton.ws_plan import DecodePlan, decode_plan
 from moe_core_triton.ws_spec import ARCHITECTURE, WS_SM90, installed_triton_reason
 
 QWEN3 = MoEConfig(num_experts=128, top_k=8, hidden_size=2048, intermediate_size=768, dtype=torch.bfloat16)
@@ -141,6 +145,40 @@ def check_graphs() -> dict:
     return {t: conformance.check_graph_replay(WarpSpecializedKernel, QWEN3, "unquantized", tokens=t) for t in GRAPH_TOKENS}
 
 
+#: Ring depths the sweep tries (those that fit beside the plan's rows).
+SWEEP_STAGES = (4, 6, 8)
+
+
+def _with_plan(plan: DecodePlan) -> type[WarpSpecializedKernel]:
+    """The kernel running ``plan`` wherever it would run the Gluon layer."""
+
+    def decode_plan_for(self, *args):
+        return plan if WarpSpecializedKernel.decode_plan_for(self, *args) is not None else None
+
+    return type(f"WarpSpecializedKernel[{plan}]", (WarpSpecializedKernel,), {"decode_plan_for": decode_plan_for})
+
+
+def check_sweep() -> list[dict]:
+    from triton.testing import do_bench_cudagraph
+
+    raw = random_layer(QWEN3, scheme("unquantized"), device="cuda")
+    records = []
+    for tokens in BENCH_TOKENS:
+        x, routing = random_inputs(QWEN3, tokens, device="cuda")
+        weight_bytes = routing.topk_ids.unique().numel() * 3 * QWEN3.hidden_size * QWEN3.intermediate_size * x.element_size()
+        default = decode_plan(tokens, QWEN3.hidden_size, QWEN3.intermediate_size, x.element_size())
+        variants = {dataclasses.replace(default, stages=s) for s in SWEEP_STAGES if s <= default.stages}
+        variants |= {dataclasses.replace(default, pair_items=False)} if default.pair_items else set()
+        for plan in sorted(variants, key=repr):
+            kernel = _with_plan(plan)(QWEN3, None, None)
+            weights = kernel.prepare_weights(raw)
+            seconds = do_bench_cudagraph(lambda: kernel.apply(x, weights, routing), return_mode="median") / 1e3
+            records.append({"tokens": tokens, **dataclasses.asdict(plan), "plan_default": plan == default, "time_us": round(seconds * 1e6, 2),
+                            "weights_TBps": round(weight_bytes / seconds / 1e12, 3)})
+            print(f"      {records[-1]}", flush=True)
+    return records
+
+
 def check_bench(out: Path) -> dict:
     command = [sys.executable, "-m", "moe_core.cli", "bench", "--preset", "qwen3-30b-a3b", "--dtype", "bfloat16", "--tokens",
                ",".join(map(str, BENCH_TOKENS)), "--backends", f"triton,{WS_SM90.name}", "--peers", "", "--quiet",
@@ -185,6 +223,7 @@ def main() -> int:
     check.step("robustness", lambda: check_robustness(counter))
     check.step("repeat", check_repeat)
     check.step("graph", check_graphs)
+    check.step("sweep", check_sweep)
     check.step("bench", lambda: check_bench(out))
     (out / "gluon_check.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                                       "triton": triton.__version__, "checks": check.records}, indent=1, default=str))
