@@ -8,23 +8,35 @@
    process then exits with the stacks of its threads after :data:`HANG_S` seconds instead of waiting for ever);
 3. ``numerics``: against moe-core's reference backend (``conformance.check_numerics``) at 1, 7, 16 and 64 tokens, for
    Qwen3-30B-A3B's layer in bfloat16 and a small float16 layer; every forward must have taken the Gluon layer;
-4. ``robustness``: moe-core's robustness cases (invalid ids dropped and counted, NaN tokens, zero tokens...) and 200
+4. ``few programs``: the small layer at 1, 9 and 64 tokens with three programs, each running several work items
+   (one pair per block, and block tables), against the reference;
+5. ``robustness``: moe-core's robustness cases (invalid ids dropped and counted, NaN tokens, zero tokens...) and 200
    garbage routings, at 1 token (one block per pair, invalid ids counted in the kernel) and 9 (a block table);
-5. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
+6. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
    the arrival counter are left at zero for the next launch);
-6. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
-7. ``sweep``: graph-replay times of the layer with shallower rings than its plan's, and at one token with a block
+7. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
+8. ``sweep``: graph-replay times of the layer with shallower rings than its plan's, and at one token with a block
    table in place of one block per pair: what the plan is worth against its neighbours (reported, not judged);
-8. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
+9. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
    16 and 64 tokens, each time and share of the copy bandwidth against the targets (85% at 1 token, 95% at 16 and 64):
    targets print as TARGET MET / TARGET MISSED, which do not fail the check.
 
 One ``PASS`` or ``FAIL`` line per check; ``$OUT/gluon_check.json`` holds every record, ``$OUT/bench.json`` the bench's.
 Exit status 0 when every check passed, 1 otherwise, 2 when this machine cannot run the kernel at all.
+
+    bash scripts/bootstrap.sh python -m moe_core_triton.gluon_check --consan
+
+runs only ``consan`` instead: a forward of a small float16 layer (one token, two programs of two work items each, the
+ring wrapping within each item) compiled with triton's concurrency sanitizer (``TRITON_INSTRUMENTATION_MODE=consan``),
+which stops the kernel at a missing barrier wait or a buffer reused before its readers are done, then compared with the
+reference (``$OUT/gluon_check_consan.json``). The instrumented kernel takes minutes to compile (3 minutes on a 2-core
+CPU), hence a command of its own.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
 import faulthandler
 import json
@@ -57,6 +69,8 @@ BENCH_TOKENS = (1, 16, 64)
 TARGETS = {1: 85.0, 16: 95.0, 64: 95.0}
 #: Seconds a step may take before the watchdog ends the process (compiles included).
 HANG_S = 240
+#: The same for the consan step, whose instrumented kernel compiles for minutes.
+CONSAN_HANG_S = 540
 
 
 class Check:
@@ -66,9 +80,9 @@ class Check:
         self.records: list[dict] = []
         self.failed = 0
 
-    def step(self, name: str, fn) -> object:
+    def step(self, name: str, fn, hang_s: float = HANG_S) -> object:
         print(f"... {name}", flush=True)
-        faulthandler.dump_traceback_later(HANG_S, exit=True)
+        faulthandler.dump_traceback_later(hang_s, exit=True)
         started = time.perf_counter()
         try:
             detail = fn()
@@ -84,6 +98,16 @@ class Check:
         print(f"{'PASS' if ok else 'FAIL'}  {name} ({seconds:.1f} s){': ' + str(detail) if ok and detail else ''}{': ' + why if why else ''}",
               flush=True)
         return detail
+
+
+    def finish(self, path: Path) -> int:
+        """Write the records to ``path``, print the tally; the exit status (0: every step passed)."""
+        import triton
+
+        path.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+                                    "checks": self.records}, indent=1, default=str))
+        print(f"gluon_check: {len(self.records) - self.failed} of {len(self.records)} checks passed", flush=True)
+        return 1 if self.failed else 0
 
 
 class _CountingLayer:
@@ -108,6 +132,25 @@ def check_compile() -> str:
 
 def check_first_forward() -> str:
     return f"rel. error {conformance.check_against_reference(WarpSpecializedKernel, SMALL_FP16, 'unquantized', *random_inputs(SMALL_FP16, 3, device='cuda')):.3g}"
+
+
+@contextlib.contextmanager
+def few_programs(programs: int):
+    """Launches of the decode layer get at most ``programs`` programs (as on a GPU of that many SMs): each program then
+    runs several work items, its ring's steps and phases carried from one item to the next."""
+    sm_count = ws_decode._sm_count
+    ws_decode._sm_count = lambda device_index: programs
+    try:
+        yield
+    finally:
+        ws_decode._sm_count = sm_count
+
+
+def check_few_programs() -> dict:
+    with few_programs(3):
+        return {tokens: conformance.check_against_reference(WarpSpecializedKernel, SMALL_FP16, "unquantized",
+                                                            *random_inputs(SMALL_FP16, tokens, device="cuda"))
+                for tokens in (1, 9, 64)}
 
 
 def check_numerics(counter: _CountingLayer) -> list[dict]:
@@ -202,7 +245,25 @@ def check_bench(out: Path) -> dict:
     return summary
 
 
-def main() -> int:
+#: The consan layer: 16 + 8 ring steps per work item, more than any plan's slots, so the ring wraps within an item.
+CONSAN_LAYER = MoEConfig(num_experts=8, top_k=2, hidden_size=1024, intermediate_size=128, dtype=torch.float16)
+
+
+def check_consan() -> dict:
+    import triton
+
+    triton.knobs.compilation.instrumentation_mode = "consan"  # before the first compile: part of every kernel's cache key
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))  # its state
+    with few_programs(2):  # 4 work items: two per program
+        err = conformance.check_against_reference(WarpSpecializedKernel, CONSAN_LAYER, "unquantized",
+                                                  *random_inputs(CONSAN_LAYER, 1, device="cuda"))
+    return {"rel_err": err}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--consan", action="store_true", help="only the forwards under triton's concurrency sanitizer")
+    args = parser.parse_args(argv)
     out = Path(os.environ.get("OUT") or "out")
     out.mkdir(parents=True, exist_ok=True)
     import triton
@@ -217,18 +278,19 @@ def main() -> int:
     counter = _CountingLayer()
     ws_decode.ws_decode_layer = counter
     check = Check()
+    if args.consan:
+        check.step("consan", check_consan, hang_s=CONSAN_HANG_S)
+        return check.finish(out / "gluon_check_consan.json")
     check.step("compile", check_compile)
     check.step("first forward", check_first_forward)
     check.step("numerics", lambda: check_numerics(counter))
+    check.step("few programs", check_few_programs)
     check.step("robustness", lambda: check_robustness(counter))
     check.step("repeat", check_repeat)
     check.step("graph", check_graphs)
     check.step("sweep", check_sweep)
     check.step("bench", lambda: check_bench(out))
-    (out / "gluon_check.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                                      "triton": triton.__version__, "checks": check.records}, indent=1, default=str))
-    print(f"gluon_check: {len(check.records) - check.failed} of {len(check.records)} checks passed", flush=True)
-    return 1 if check.failed else 0
+    return check.finish(out / "gluon_check.json")
 
 
 if __name__ == "__main__":

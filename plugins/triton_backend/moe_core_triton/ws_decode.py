@@ -32,7 +32,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import async_copy, fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from moe_core_triton.blocks import FUSED_SUMS, BlockTable, PairTable, cdiv, next_power_of_2, stream_words
+from moe_core_triton.blocks import FUSED_SUMS, BlockTable, PairTable, cdiv, next_power_of_2, record_invalid, stream_words
 from moe_core_triton.ws_plan import TILE_SIZE, DecodePlan
 
 #: Warps of the consumer partition (the kernel's num_warps: one warpgroup) and of the producer partition.
@@ -116,17 +116,13 @@ def _block_rows(rows_ptr, block, pairs, num_experts, layout: gl.constexpr, BLOCK
 @gluon.jit
 def _record_invalid(ids_ptr, err_ptr, pairs, num_experts, P_P2: gl.constexpr):
     """Count the routing's ids outside [0, num_experts), and the range of their values, in the int64 [count, smallest,
-    largest] counter (what the block table's launch does for the other forwards: blocks.record_invalid)."""
+    largest] counter, by :func:`~moe_core_triton.blocks.record_invalid`, as the block table's launch does for the other
+    forwards (a Gluon kernel calls a ``@triton.jit`` function whose tensors all come from its arguments)."""
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     offs = gl.arange(0, P_P2, layout=layout)
     ok = offs < pairs
     raw = gl.load(ids_ptr + offs, mask=ok, other=0).to(gl.int64)
-    bad = ok & ((raw < 0) | (raw >= num_experts))
-    count = gl.sum(bad.to(gl.int64), axis=0)
-    if count > 0:
-        gl.atomic_add(err_ptr, count)
-        gl.atomic_min(err_ptr + 1, gl.min(gl.where(bad, raw, 9223372036854775807), axis=0))
-        gl.atomic_max(err_ptr + 2, gl.max(gl.where(bad, raw, -9223372036854775807 - 1), axis=0))
+    record_invalid(err_ptr, ok & ((raw < 0) | (raw >= num_experts)), raw)
 
 
 @gluon.jit
