@@ -159,7 +159,7 @@ def compile_launch(launch: Launch, arch: int):
         elif isinstance(key, str) and key:
             attrs[(i,)] = BaseBackend.parse_attr(key)
     source = ASTSource
-    if launch.fn.is_gluon():  # a Gluon kernel names its layouts: the module needs its warps before the frontend runs
+    if getattr(launch.fn, "is_gluon", lambda: False)():  # Gluon names its layouts: the module needs its warps first
         from triton.experimental.gluon._runtime import GluonASTSource as source
     return triton.compile(source(launch.fn, signature, constexprs=constexprs, attrs=attrs), target=GPUTarget("cuda", arch, 32),
                           options=compile_options)

@@ -158,3 +158,27 @@ def test_the_kernel_compiles_for_sm90_warp_specialized():
         counts = dict(re.findall(r"(\w[\w.]*)=(\d+)", line))
         assert all(int(counts[name]) > 0 for name in ("setmaxnreg", "wgmma", "tma", "mbarrier.try_wait")), line
         assert "partition_registers=[40, 256]" in line, line  # the producer gives its registers to the consumer
+
+
+@pytest.mark.skipif(ws_spec.installed_triton_reason() is not None,
+                    reason=f"the Gluon layer imports with triton 3.6 only: {ws_spec.installed_triton_reason()}")
+@pytest.mark.parametrize("tokens, sms, programs", [(1, 132, 8 * 12), (1, 64, 64), (16, 132, 132), (16, 4096, 128 * 12)])
+def test_launch_grid_is_one_program_per_sm_or_per_possible_work_item(tokens, sms, programs):
+    from moe_core.routing_guard import RoutingErrorCounter
+    from moe_core_triton.blocks import BlockTable, pair_table, table_words
+    from moe_core_triton.ws_decode import weight_descriptors, ws_decode_args
+
+    plan = decode_plan(tokens, QWEN3.hidden_size, QWEN3.intermediate_size, 2)
+    pairs = tokens * QWEN3.top_k
+    table = pair_table(torch.zeros(pairs, dtype=torch.int32), 128, 128, plan.block_m, errors=RoutingErrorCounter("ids", "[0, 128)"))
+    blocks = BlockTable(torch.zeros(table_words(table.capacity, plan.block_m), dtype=torch.int32), table.capacity, pairs, plan.block_m)
+    w13, w2 = torch.empty(128, 2 * 768, 2048, dtype=torch.bfloat16), torch.empty(128, 2048, 768, dtype=torch.bfloat16)
+    x, out = torch.empty(tokens, 2048, dtype=torch.bfloat16), torch.empty(tokens, 2048, dtype=torch.bfloat16)
+    rows = table if plan.pair_items else blocks
+    # 16 tokens: 128 pairs, each of 128 experts padded to 16 rows: 2048 rows, 128 blocks of 12 column tiles
+    grid, args, constexprs = ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), rows, 768, 8,
+                                            torch.zeros(tokens * 2048 + 1, dtype=torch.int32), out, sms)
+    assert grid == (programs,) and constexprs["PAIR_ITEMS"] == plan.pair_items and constexprs["GUARD"] == plan.pair_items
+    with pytest.raises(AssertionError):  # a plan and a table of the other kind
+        ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), blocks if plan.pair_items else table, 768, 8,
+                       torch.zeros(tokens * 2048 + 1, dtype=torch.int32), out, sms)
