@@ -13,7 +13,7 @@
 5. ``robustness``: moe-core's robustness cases (invalid ids dropped and counted, NaN tokens, zero tokens...) and 200
    garbage routings, at 1 token (one block per pair, invalid ids counted in the kernel) and 9 (a block table);
 6. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
-   the arrival counter are left at zero for the next launch);
+   the grid barrier's arrival count are left at zero for the next launch);
 7. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
 8. ``sweep``: graph-replay times of the layer with shallower rings than its plan's, and at one token with a block
    table in place of one block per pair: what the plan is worth against its neighbours (reported, not judged);
@@ -138,12 +138,12 @@ def check_first_forward() -> str:
 def few_programs(programs: int):
     """Launches of the decode layer get at most ``programs`` programs (as on a GPU of that many SMs): each program then
     runs several work items, its ring's steps and phases carried from one item to the next."""
-    sm_count = ws_decode._sm_count
-    ws_decode._sm_count = lambda device_index: programs
+    max_programs = ws_decode.max_programs
+    ws_decode.max_programs = lambda device: programs
     try:
         yield
     finally:
-        ws_decode._sm_count = sm_count
+        ws_decode.max_programs = max_programs
 
 
 def check_few_programs() -> dict:

@@ -176,9 +176,9 @@ def test_launch_grid_is_one_program_per_sm_or_per_possible_work_item(tokens, sms
     x, out = torch.empty(tokens, 2048, dtype=torch.bfloat16), torch.empty(tokens, 2048, dtype=torch.bfloat16)
     rows = table if plan.pair_items else blocks
     # 16 tokens: 128 pairs, each of 128 experts padded to 16 rows: 2048 rows, 128 blocks of 12 column tiles
-    grid, args, constexprs = ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), rows, 768, 8,
-                                            torch.zeros(tokens * 2048 + 1, dtype=torch.int32), out, sms)
+    state = torch.zeros(tokens * 2048), torch.zeros(2, dtype=torch.int32), out
+    grid, args, constexprs = ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), rows, 768, 8, *state, sms)
     assert grid == (programs,) and constexprs["PAIR_ITEMS"] == plan.pair_items and constexprs["GUARD"] == plan.pair_items
+    assert constexprs["launch_cooperative_grid"]  # the programs meet at a grid barrier before the cast
     with pytest.raises(AssertionError):  # a plan and a table of the other kind
-        ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), blocks if plan.pair_items else table, 768, 8,
-                       torch.zeros(tokens * 2048 + 1, dtype=torch.int32), out, sms)
+        ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), blocks if plan.pair_items else table, 768, 8, *state, sms)
