@@ -2,10 +2,9 @@
 
 The one-launch layer of :mod:`moe_core_triton.fused` splits the work the same way, but each program's warps both load
 and multiply, so a program's loads wait for its own MMAs, and each program ramps its loads up from nothing. Here a
-persistent grid (at most one program per SM) walks work items, each one block of a
-:class:`~moe_core_triton.blocks.BlockTable` (pairs of one expert) and ``TILE_SIZE`` (64) columns of the intermediate. Each program
-is two partitions that share a ring of ``STAGES`` shared-memory slots, each slot two 64 x 64 weight tiles,
-guarded by ``ready`` and ``empty`` mbarriers:
+persistent grid (at most one program per SM) walks work items, each one block of pairs of one expert (below) and
+``TILE_SIZE`` (64) columns of the intermediate. Each program is two partitions that share a ring of ``STAGES``
+shared-memory slots, each slot two 64 x 64 weight tiles, guarded by ``ready`` and ``empty`` mbarriers:
 
 * the producer, one warp with few registers, streams each item's weights by TMA: first the gate and up rows of its
   columns along the hidden size (GEMM1), then the ``w2`` columns of the same intermediate columns (GEMM2), then the
@@ -29,6 +28,7 @@ kernel, invalid ids counted by program 0: one launch in all. Longer forwards tak
 from __future__ import annotations
 
 import functools
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
