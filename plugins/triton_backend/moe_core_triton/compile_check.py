@@ -158,7 +158,10 @@ def compile_launch(launch: Launch, arch: int):
             constexprs[(i,)] = key
         elif isinstance(key, str) and key:
             attrs[(i,)] = BaseBackend.parse_attr(key)
-    return triton.compile(ASTSource(launch.fn, signature, constexprs=constexprs, attrs=attrs), target=GPUTarget("cuda", arch, 32),
+    source = ASTSource
+    if getattr(launch.fn, "is_gluon", lambda: False)():  # Gluon names its layouts: the module needs its warps first
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    return triton.compile(source(launch.fn, signature, constexprs=constexprs, attrs=attrs), target=GPUTarget("cuda", arch, 32),
                           options=compile_options)
 
 

@@ -1,4 +1,5 @@
-"""Registers `triton` (standard format) and `triton_batched` (batched-experts format) with moe-core."""
+"""Registers `triton` (standard format), `triton_batched` (batched-experts format) and `triton_ws_sm90` (ws_spec.py)
+with moe-core."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from moe_core.platform import DeviceKind
 from moe_core.quant import QuantDtype, QuantFamily, quant_family, scheme
 from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
+from moe_core_triton import ws_spec
 
 #: Weight-only schemes: codes dequantized in registers inside the GEMMs' K loop, 16-bit MMA (gemm.py).
 WEIGHT_ONLY_SCHEMES = ("w4a16", "w4a16-zp", "w8a16", "w8a16-zp", "fp8-w8a16", "fp8-block-w8a16", "nvfp4-w4a16", "mxfp4")
@@ -85,4 +87,12 @@ def _packing_reasons(config, weight_key) -> list[str]:
             for what, size in (("hidden_size", config.hidden_size), ("intermediate_size", config.intermediate_size)) if size % multiple]
 
 
-moe_core_backends, moe_core_supports = backend_hooks(SPECS, _supports)
+#: Each backend's supports() by name.
+SUPPORTS = {spec.name: _supports for spec in SPECS} | {ws_spec.WS_SM90.name: ws_spec.supports}
+
+
+def _supports_of(backend, config, weight_key, activation_key, platform) -> Support:
+    return SUPPORTS[backend.name](backend, config, weight_key, activation_key, platform)
+
+
+moe_core_backends, moe_core_supports = backend_hooks([*SPECS, ws_spec.WS_SM90], _supports_of)
