@@ -4,8 +4,9 @@ Pinned: github.com/deepseek-ai/DeepEP tag v1.2.1, commit 9af0e0d0e74f3577af1979c
 API, ``deep_ep.Buffer``; V2's ElasticBuffer needs NCCL >= 2.30.4, newer than torch 2.11's). The calls
 below are the only ones the dispatchers make; tests/fake_deep_ep.py implements exactly these.
 
-``Buffer(group, num_nvl_bytes, num_rdma_bytes, low_latency_mode=..., num_qps_per_rank=...)``, which keeps
-``num_nvl_bytes`` and ``num_rdma_bytes`` as attributes
+``Buffer(group, num_nvl_bytes, num_rdma_bytes, low_latency_mode=..., num_qps_per_rank=..., explicitly_destroy=True)``,
+which keeps ``num_nvl_bytes`` and ``num_rdma_bytes`` as attributes; ``buffer.destroy()`` (a barrier across the
+ranks; without ``explicitly_destroy`` the destructor runs it whenever Python collects the buffer)
 ``Buffer.get_dispatch_config(num_ranks) / get_combine_config(num_ranks) -> Config``;
 ``Config.get_nvl_buffer_size_hint(hidden_bytes, num_ranks) -> int``
 ``Buffer.get_low_latency_rdma_size_hint(max_tokens_per_rank, hidden, num_ranks, num_experts) -> int``

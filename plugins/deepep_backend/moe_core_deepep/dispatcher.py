@@ -2,7 +2,7 @@
 
 ``deep_ep`` is imported on first use, so this module loads without it. One ``deep_ep.Buffer`` per process
 group and mode is shared by the layers (:func:`shared_buffer`): a buffer pins NVLink (and, in low-latency
-mode, NVSHMEM) memory on every rank, and its construction is itself collective.
+mode, NVSHMEM) memory on every rank, and its construction and destruction are themselves collective.
 
 Invalid expert ids are counted in :attr:`Dispatcher.routing_errors` on the device and become -1,
 DeepEP's "no expert": they are never sent and add nothing to the combined output.
@@ -10,6 +10,7 @@ DeepEP's "no expert": they are never sent and add nothing to the combined output
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
@@ -22,7 +23,7 @@ from moe_core.errors import InvalidConfigError
 from moe_core.routing import BatchedRouting, Routing
 from moe_core_deepep import how_to_build
 
-_BUFFERS: dict[tuple, Any] = {}
+_BUFFERS: dict[tuple, "SharedBuffer"] = {}
 
 
 def deep_ep() -> Any:
@@ -33,21 +34,49 @@ def deep_ep() -> Any:
         raise InvalidConfigError(f"the deepep dispatchers need DeepEP ({exc}): {how_to_build()}") from exc
 
 
-def shared_buffer(group: Any, low_latency: bool, nvl_bytes: int, rdma_bytes: int, qps: int) -> Any:
-    """The ``deep_ep.Buffer`` of this group and mode, built (collectively) on first use and reused by every layer it
-    is large enough for; a layer that needs more builds a larger one, which later layers then share. Build the
-    layer with the largest ``max_tokens_per_rank`` first to keep one low-latency buffer (each sets up NVSHMEM memory)."""
+@dataclasses.dataclass
+class SharedBuffer:
+    """The one ``deep_ep.Buffer`` of a process group and mode, held by every layer that dispatches through it.
+
+    Layers read :attr:`buffer` at each call, so when a later layer needs a larger one, every layer moves to it.
+    """
+
+    buffer: Any
+    qps: int
+
+
+def shared_buffer(group: Any, low_latency: bool, nvl_bytes: int, rdma_bytes: int, qps: int) -> SharedBuffer:
+    """The shared buffer of this group and mode, built (collectively) on first use and grown when a layer needs more
+    bytes or queue pairs than it has.
+
+    Growing is collective too: the old buffer is destroyed explicitly (a barrier across the ranks) and a larger one
+    built, at the same point on every rank, because every rank builds its layers in the same order. DeepEP's
+    destructor would run that barrier whenever Python collects the buffer, at a different moment on each rank,
+    and hang. CUDA graphs captured before a growth hold the old buffer's memory: build every layer first.
+    """
     group = dist.group.WORLD if group is None else group
-    key = (group, low_latency, qps)
-    found = _BUFFERS.get(key)
-    if found is None or found.num_nvl_bytes < nvl_bytes or found.num_rdma_bytes < rdma_bytes:
-        found = _BUFFERS[key] = deep_ep().Buffer(group, nvl_bytes, rdma_bytes, low_latency_mode=low_latency, num_qps_per_rank=qps)
-    return found
+    key = (group, low_latency)
+    slot = _BUFFERS.get(key)
+    if slot is not None and slot.buffer.num_nvl_bytes >= nvl_bytes and slot.buffer.num_rdma_bytes >= rdma_bytes and slot.qps >= qps:
+        return slot
+    if slot is not None:
+        nvl_bytes, rdma_bytes = max(nvl_bytes, slot.buffer.num_nvl_bytes), max(rdma_bytes, slot.buffer.num_rdma_bytes)
+        qps = max(qps, slot.qps)
+        slot.buffer.destroy()
+    buffer = deep_ep().Buffer(group, nvl_bytes, rdma_bytes, low_latency_mode=low_latency, num_qps_per_rank=qps,
+                              explicitly_destroy=True)
+    if slot is None:
+        slot = _BUFFERS[key] = SharedBuffer(buffer, qps)
+    else:
+        slot.buffer, slot.qps = buffer, qps
+    return slot
 
 
 def release_buffers() -> None:
-    """Drop the cached buffers (DeepEP frees their memory when they are collected); call it on every rank
-    before ``torch.distributed.destroy_process_group``, as a buffer holds its process group."""
+    """Destroy the shared buffers (collective: call it on every rank, before
+    ``torch.distributed.destroy_process_group``, as a buffer holds its process group)."""
+    for slot in _BUFFERS.values():
+        slot.buffer.destroy()
     _BUFFERS.clear()
 
 
@@ -62,12 +91,12 @@ class DeepEPDispatcher(Dispatcher):
         buffer_cls = deep_ep().Buffer
         configs = (buffer_cls.get_dispatch_config(ep), buffer_cls.get_combine_config(ep))
         nvl_bytes = max(c.get_nvl_buffer_size_hint(hidden_bytes, ep) for c in configs)
-        self.buffer = shared_buffer(group.group, False, nvl_bytes, 0, 1)
+        self.shared = shared_buffer(group.group, False, nvl_bytes, 0, 1)
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
         ids, weights = deepep_routing(self, routing)
-        per_rank, _, per_expert, in_rank, _ = self.buffer.get_dispatch_layout(ids, self.config.num_experts)
-        recv_x, recv_ids, recv_weights, _, handle, _ = self.buffer.dispatch(
+        per_rank, _, per_expert, in_rank, _ = self.shared.buffer.get_dispatch_layout(ids, self.config.num_experts)
+        recv_x, recv_ids, recv_weights, _, handle, _ = self.shared.buffer.dispatch(
             hidden_states, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
             topk_idx=ids, topk_weights=weights)
         # DeepEP gives local ids, -1 for experts held elsewhere; moe-core's STANDARD contract takes global ids and
@@ -80,7 +109,7 @@ class DeepEPDispatcher(Dispatcher):
         return Dispatched(recv_x, local_routing, self.expert_map(recv_x.device), handle)
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        combined, _, _ = self.buffer.combine(expert_output.contiguous(), dispatched.state)
+        combined, _, _ = self.shared.buffer.combine(expert_output.contiguous(), dispatched.state)
         return combined
 
 
@@ -102,18 +131,18 @@ class DeepEPLowLatencyDispatcher(Dispatcher):
         ep, e = config.parallel.ep_size, config.num_experts
         rdma_bytes = deep_ep().Buffer.get_low_latency_rdma_size_hint(group.max_tokens_per_rank, config.hidden_size, ep, e)
         # DeepEP asks for one queue pair per local expert in low-latency mode.
-        self.buffer = shared_buffer(group.group, True, 0, rdma_bytes, self.local_experts)
+        self.shared = shared_buffer(group.group, True, 0, rdma_bytes, self.local_experts)
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
         rows = self.tokens_per_rank(hidden_states.shape[0], hidden_states.device)  # raises above max_tokens_per_rank
         ids, weights = deepep_routing(self, routing)
-        recv_x, counts, handle, _, _ = self.buffer.low_latency_dispatch(
+        recv_x, counts, handle, _, _ = self.shared.buffer.low_latency_dispatch(
             hidden_states, ids, rows, self.config.num_experts, use_fp8=False)
         return Dispatched(recv_x, BatchedRouting(counts), None, (ids, weights, handle))
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         ids, weights, handle = dispatched.state
-        combined, _, _ = self.buffer.low_latency_combine(expert_output.contiguous(), ids, weights, handle)
+        combined, _, _ = self.shared.buffer.low_latency_combine(expert_output.contiguous(), ids, weights, handle)
         return combined
 
 

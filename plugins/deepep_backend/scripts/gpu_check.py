@@ -21,6 +21,7 @@ from moe_core.presets import random_layer
 from moe_core.quant import scheme
 from moe_core.testing.distributed import spawn_group
 from moe_core.testing.expert_parallel import EPCase, run_cases
+from moe_core_deepep.dispatcher import release_buffers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 import ep_gpu  # noqa: E402 - benchmarks/ep_gpu.py: its timing method, with the deepep names added
@@ -41,6 +42,16 @@ CASES = [
     EPCase("mixtral/deepep_low_latency", "deepep_low_latency", tokens=(200, 57), **LOW_LATENCY, **MIXTRAL),
 ]
 TIMED = ["deepep", "deepep_low_latency", "all_to_all", "packed_all_to_all", "batched_all_to_all", "naive"]
+
+
+def equality(rank: int, world: int) -> dict:
+    """Every case of CASES on this rank, each named on stdout as it starts (a hang names its case)."""
+    results = {}
+    for case in CASES:
+        print(f"rank {rank}: equality {case.name}", flush=True)
+        results |= run_cases(rank, world, [case], "cuda", True)
+    release_buffers()  # collective: the shared DeepEP buffers go on every rank together
+    return results
 
 
 def graph_replay(rank: int, world: int) -> dict:
@@ -64,6 +75,7 @@ def graph_replay(rank: int, world: int) -> dict:
         torch.cuda.synchronize()
         errors.append(relative_error(out, want))
     layer.check()
+    release_buffers()
     return {"errors": errors, "budget": tolerance(sch.activation_key, torch.bfloat16), "pair": f"deepep_low_latency + {layer.backend}"}
 
 
@@ -73,8 +85,10 @@ def timing(rank: int, world: int, iters: int, budget_s: float) -> dict:
     device = f"cuda:{torch.cuda.current_device()}"
     clock = ep_gpu.Clock(budget_s, device)
     prefill = [d for d in TIMED if d != "deepep_low_latency"]
-    return (ep_gpu.bench(rank, world, ["qwen3-30b-a3b"], [4096], prefill, iters, device, clock, False)
+    rows = (ep_gpu.bench(rank, world, ["qwen3-30b-a3b"], [4096], prefill, iters, device, clock, False)
             | ep_gpu.bench(rank, world, ["qwen3-30b-a3b"], [128, 16], TIMED, iters, device, clock, False))
+    release_buffers()
+    return rows
 
 
 def main() -> int:
@@ -91,7 +105,7 @@ def main() -> int:
         ok &= passed
         print(f"{'PASS' if passed else 'FAIL'} {what}: {detail}", flush=True)
 
-    per_rank = spawn_group(2, run_cases, "nccl", CASES, "cuda", True, timeout_s=300)
+    per_rank = spawn_group(2, equality, "nccl", timeout_s=300)
     report["equality"] = {case.name: [vars(r[case.name]) for r in per_rank] for case in CASES}
     for case in CASES:
         for rank, result in enumerate(r[case.name] for r in per_rank):

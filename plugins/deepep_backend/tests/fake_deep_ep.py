@@ -36,12 +36,25 @@ class Config:
 
 
 class Buffer:
-    def __init__(self, group, num_nvl_bytes=0, num_rdma_bytes=0, low_latency_mode=False, num_qps_per_rank=24):
+    def __init__(self, group, num_nvl_bytes=0, num_rdma_bytes=0, low_latency_mode=False, num_qps_per_rank=24,
+                 explicitly_destroy=False):
         assert group is not None and isinstance(low_latency_mode, bool)
+        # DeepEP's destructor runs a barrier across the ranks when Python collects the buffer (a hang on GPUs).
+        assert explicitly_destroy, "the binding destroys its buffers itself, on every rank at once"
+        self.destroyed = False
         assert (num_rdma_bytes > 0) if low_latency_mode else (num_nvl_bytes > 0 and num_rdma_bytes == 0)
         self.group, self.rank, self.ranks = group, dist.get_rank(group), dist.get_world_size(group)
         self.num_nvl_bytes, self.num_rdma_bytes = num_nvl_bytes, num_rdma_bytes
         self.low_latency_mode, self.num_qps_per_rank = low_latency_mode, num_qps_per_rank
+
+    def destroy(self):
+        assert not self.destroyed, "a DeepEP buffer is destroyed once"
+        dist.barrier(group=self.group)  # collective, as DeepEP's
+        self.destroyed = True
+
+    def _usable(self, low_latency: bool):
+        assert not self.destroyed, "a destroyed DeepEP buffer was used"
+        assert self.low_latency_mode == low_latency
 
     @staticmethod
     def get_dispatch_config(num_ranks):
@@ -57,7 +70,7 @@ class Buffer:
 
     # ------------------------------------------------------------------ normal mode
     def get_dispatch_layout(self, topk_idx, num_experts):
-        assert not self.low_latency_mode
+        self._usable(low_latency=False)
         _check_ids(topk_idx, num_experts)
         local = num_experts // self.ranks
         owner = torch.where(topk_idx >= 0, topk_idx // local, self.ranks)
@@ -67,7 +80,7 @@ class Buffer:
 
     def dispatch(self, x, num_tokens_per_rank=None, is_token_in_rank=None, num_tokens_per_expert=None,
                  topk_idx=None, topk_weights=None):
-        assert not self.low_latency_mode
+        self._usable(low_latency=False)
         assert x.dtype == torch.bfloat16 and x.is_contiguous() and (x.shape[1] * 2) % 16 == 0
         assert topk_weights.dtype == torch.float32 and topk_weights.is_contiguous() and topk_weights.shape == topk_idx.shape
         assert is_token_in_rank.dtype == torch.bool and is_token_in_rank.shape == (x.shape[0], self.ranks)
@@ -89,7 +102,7 @@ class Buffer:
         return torch.cat(xs), recv_ids, torch.cat(ws), per_local, handle, None
 
     def combine(self, x, handle):
-        assert not self.low_latency_mode
+        self._usable(low_latency=False)
         assert x.dtype == torch.bfloat16 and x.is_contiguous()
         sources, num_tokens = handle
         assert x.shape[0] == sources.shape[0], "combine got a different row count than dispatch delivered"
@@ -102,7 +115,8 @@ class Buffer:
 
     # ------------------------------------------------------------------ low-latency mode
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts, use_fp8=True):
-        assert self.low_latency_mode and use_fp8 is False, "the binding sends bf16"
+        self._usable(low_latency=True)
+        assert use_fp8 is False, "the binding sends bf16"
         assert x.dtype == torch.bfloat16 and x.is_contiguous() and x.shape[0] == topk_idx.shape[0] <= num_max_dispatch_tokens_per_rank
         assert x.shape[1] % 128 == 0 and num_experts % self.ranks == 0
         _check_ids(topk_idx, num_experts)
@@ -124,7 +138,7 @@ class Buffer:
         return recv, counts, handle, None, None
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle):
-        assert self.low_latency_mode
+        self._usable(low_latency=True)
         where, max_tokens, hidden, num_experts = handle
         assert x.dtype == torch.bfloat16 and x.is_contiguous()
         assert x.shape == (num_experts // self.ranks, max_tokens * self.ranks, hidden)

@@ -99,26 +99,37 @@ def test_doctor_says_where_the_build_script_is():
     assert any("build_deepep.sh" in line for line in lines) and any(line.startswith("NVSHMEM:") for line in lines)
 
 
-def test_one_buffer_per_group_and_mode_reused_while_large_enough(monkeypatch):
+def test_one_buffer_per_group_and_mode_grown_collectively_and_destroyed_explicitly(monkeypatch):
     from moe_core_deepep import dispatcher
 
-    built = []
+    events = []
 
     class Recorder:
-        def __init__(self, group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, num_qps_per_rank):
+        def __init__(self, group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, num_qps_per_rank, explicitly_destroy):
+            assert explicitly_destroy  # never left to the destructor's barrier
             self.num_nvl_bytes, self.num_rdma_bytes = num_nvl_bytes, num_rdma_bytes
-            built.append((group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, num_qps_per_rank))
+            events.append(("build", num_nvl_bytes, num_rdma_bytes, low_latency_mode, num_qps_per_rank))
+
+        def destroy(self):
+            events.append(("destroy", self.num_nvl_bytes, self.num_rdma_bytes))
 
     monkeypatch.setitem(sys.modules, "deep_ep", type(sys)("deep_ep"))
     sys.modules["deep_ep"].Buffer = Recorder
     monkeypatch.setattr(dispatcher, "_BUFFERS", {})
     group = object()
-    large = dispatcher.shared_buffer(group, True, 0, 1000, 4)
-    assert dispatcher.shared_buffer(group, True, 0, 600, 4) is large  # a smaller request shares it
-    assert dispatcher.shared_buffer(group, False, 500, 0, 1) is not large  # the other mode has its own
-    larger = dispatcher.shared_buffer(group, True, 0, 2000, 4)
-    assert larger is not large and dispatcher.shared_buffer(group, True, 0, 1000, 4) is larger
-    assert built == [(group, 0, 1000, True, 4), (group, 500, 0, False, 1), (group, 0, 2000, True, 4)]
+    low_latency = dispatcher.shared_buffer(group, True, 0, 1000, 4)
+    first = low_latency.buffer
+    assert dispatcher.shared_buffer(group, True, 0, 600, 2) is low_latency and low_latency.buffer is first  # fits: shared
+    normal = dispatcher.shared_buffer(group, False, 500, 0, 1)
+    assert normal is not low_latency  # the other mode has its own
+    # More queue pairs, then more bytes: the same slot (every layer holding it moves along) with a larger buffer,
+    # built from the largest of each need so far, after the old one is destroyed.
+    assert dispatcher.shared_buffer(group, True, 0, 600, 8) is low_latency and low_latency.buffer is not first
+    assert dispatcher.shared_buffer(group, True, 0, 2000, 4) is low_latency
+    assert events == [("build", 0, 1000, True, 4), ("build", 500, 0, False, 1),
+                      ("destroy", 0, 1000), ("build", 0, 1000, True, 8), ("destroy", 0, 1000), ("build", 0, 2000, True, 8)]
+    dispatcher.release_buffers()
+    assert sorted(events[6:]) == [("destroy", 0, 2000), ("destroy", 500, 0)] and dispatcher._BUFFERS == {}
 
 
 # ---------------------------------------------------------------- the binding against the stand-in, over gloo
@@ -169,6 +180,28 @@ def test_layer_over_the_stand_in_equals_the_reference(dispatcher, max_tokens):
         assert name == dispatcher and shape_ok, results
         assert err <= budget, f"rank {rank}: error {err} over {budget}"
         assert raised == ("InvalidRoutingError" if rank == 0 else ""), results
+
+
+def _earlier_layer_after_a_larger_one(rank: int, world: int):
+    sys.modules["deep_ep"] = fake_deep_ep.module()
+    reg, sch = registry(), scheme("unquantized")
+    layers, outputs = [], []
+    for hidden in (HIDDEN, 2 * HIDDEN):  # the second needs a larger normal-mode buffer
+        cfg = MoEConfig(E, K, hidden, INTER, moe_backend="reference", parallel=ParallelConfig(ep_size=world, dispatch_backend="deepep"))
+        weights = random_layer(MoEConfig(E, K, hidden, INTER), sch, seed=0).shard(rank, world)
+        layers.append(MoELayer(cfg, weights, sch.weight_key, sch.activation_key, registry=reg, platform=H100))
+        if hidden == HIDDEN:
+            gen = torch.Generator().manual_seed(rank)
+            x = torch.randn(5, HIDDEN, generator=gen).bfloat16()
+            routing = Routing.from_logits(torch.randn(5, E, generator=gen), K)
+            outputs.append(layers[0](x, routing))
+    outputs.append(layers[0](x, routing))  # through the grown buffer; the stand-in refuses a destroyed one
+    release_buffers()
+    return torch.equal(outputs[0], outputs[1])
+
+
+def test_a_layer_built_before_the_buffer_grew_dispatches_through_the_larger_one():
+    assert spawn_group(2, _earlier_layer_after_a_larger_one, "gloo", timeout_s=120) == [True, True]
 
 
 def test_low_latency_needs_a_fixed_token_count():
