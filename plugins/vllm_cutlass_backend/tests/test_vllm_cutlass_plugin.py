@@ -54,12 +54,28 @@ def test_specs_declare_vllms_three_fp8_pairs_validated_on_the_h200(reg, name, fm
     assert spec.family == "vllm" and not spec.supports_lora and spec.formats == {fmt}
     assert spec.validation.validated and spec.validation.hardware == "NVIDIA H200"
     log = Path(__file__).resolve().parents[3] / spec.validation.log
-    assert "34/34 checks passed" in log.read_text()
+    assert "38/40 checks passed" in log.read_text()
     assert all(spec.claims(*scheme(s).keys) for s in CLAIMED)
     for other in ("fp8-tensor-token", "fp8-block", "fp8-w8a16", "nvfp4", "unquantized", "int8"):
         assert not spec.claims(*scheme(other).keys), other  # not among CutlassExpertsFp8's pairs, or not this GEMM
     assert spec.priority_for(QuantFamily.FP8) == priority
     assert reg.specs["vllm_cutlass"].batched_variant == "batched_vllm_cutlass"
+
+
+def test_what_failed_on_the_gpu_is_refused_with_the_measurement(reg_with_triton):
+    from pathlib import Path
+
+    from moe_core_vllm_cutlass.plugin import FAILED_ON_GPU, VALIDATION
+
+    log = (Path(__file__).resolve().parents[3] / VALIDATION.log).read_text()
+    failed = {(m[0], m[1]) for m in re.findall(r"^FAIL numerics \S+ (\S+) (\S+) tokens", log, re.M)}
+    assert failed == {(name, str(dtype).removeprefix("torch.")) for name, dtype in FAILED_ON_GPU}
+    fp16 = dataclasses.replace(CFG, dtype=torch.float16)
+    refused = select(fp16, *scheme("fp8-tensor-dyn").keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={})
+    assert refused.name == "triton" and "fp8-tensor-dyn in float16: its numerics failed on an NVIDIA H200" in refused.explain()
+    for dtype, name in ((torch.bfloat16, "fp8-tensor-dyn"), (torch.float16, "fp8-tensor"), (torch.float16, "fp8-channel")):
+        layer = dataclasses.replace(CFG, dtype=dtype)
+        assert select(layer, *scheme(name).keys, platform=with_vllm("h100"), registry=reg_with_triton, environ={}).name == "vllm_cutlass"
 
 
 def test_seed_fp8_order_places_vllm_cutlass_two_steps_above_triton():
