@@ -28,12 +28,12 @@ from moe_core.spec import Validation
 from moe_core.support import Support
 from moe_core_deepep import contract, how_to_build
 
-#: Equality with the single-GPU layer (Qwen3-30B-A3B shape, bf16: skewed routing with an empty rank and an invalid
-#: id, uneven random routing) of both dispatchers and CUDA-graph replay of deepep_low_latency, on two H200s
-#: (docs/benchmarks/deepep-h200x2.md).
+#: Equality with the single-GPU layer of both dispatchers (Qwen3-30B-A3B: skewed routing with an empty rank and an
+#: invalid id, uneven random routing, fp8-block; Mixtral-8x7B: uneven random routing) and CUDA-graph replay of
+#: deepep_low_latency, on two H200s (docs/benchmarks/deepep-h200x2.md).
 VALIDATION = Validation(
     hardware="2x NVIDIA H200 (NV18), one rank per GPU", provider="DeepEP 1.2.1 (v1.2.1), NVSHMEM 3.4.5, torch 2.11.0+cu130",
-    date="2026-11-28", log="docs/benchmarks/raw/2026-11-28-deepep-h200x2/check.log",
+    date="2026-11-28", log="docs/benchmarks/raw/2026-11-28-deepep-h200x2/shared-buffer-fix/check.log",
 )
 
 SPECS = (
