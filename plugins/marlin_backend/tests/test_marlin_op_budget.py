@@ -19,6 +19,7 @@ from moe_core.quant import scheme
 from moe_core_marlin import contract, glue, routing_guard
 from moe_core_marlin.forward_profile import profile_forward
 from moe_core_marlin.kernel import MarlinKernel
+from moe_core_triton import pair_guard
 
 _LIBRARY = torch.library.Library("moe_core_marlin_budget", "DEF")
 for _op in contract.OPS:
@@ -108,7 +109,7 @@ def test_a_forward_launches_the_guard_the_align_two_gemms_the_activation_a_fill_
 
 
 def test_the_guard_launches_nothing_besides_its_kernel(monkeypatch):
-    monkeypatch.setattr(routing_guard, "_guard_kernel", collections.defaultdict(lambda: lambda *args, **kwargs: None))
+    monkeypatch.setattr(pair_guard, "_launcher", lambda has_map: lambda *args, **kwargs: None)
     ids, weights, errors = torch.zeros(5, 2, dtype=torch.int64), torch.ones(5, 2), torch.zeros(3, dtype=torch.int64)
     with LaunchCounter() as counter:
         routing_guard.guard(ids, weights, MAP, num_experts=8, num_local=4, errors=errors)

@@ -5,7 +5,7 @@ the calls follow the recorded schemas of :mod:`moe_core_vllm_cutlass.contract` p
 only on the weights and the layer (the GEMMs' float32 weight scales, the stride tensors, the static
 activation scales) is built once, in a :class:`CutlassLayer`; a forward makes only the launches below.
 
-Steps (the standard format takes the pairs' int32 local ids from :func:`moe_core_vllm_cutlass.route.route`:
+Steps (the standard format takes the pairs' int32 local ids from :func:`moe_core_triton.pair_guard.guard_pairs`:
 -1 for experts on other ranks and for invalid routing): quantize the layer input with the scheme's
 activation scales (one Triton launch, :func:`moe_core_triton.quantize.quantize_activations`; router
 weights first when they apply to the input); ``get_cutlass_moe_mm_data`` sorts the (token, k) pairs by
@@ -161,7 +161,7 @@ def grouped_gemm(ops, a, a_scale, operand: GemmOperand, out, expert_offsets, siz
 def fused_moe(ops, x: torch.Tensor, layer: CutlassLayer, ids: torch.Tensor, router: torch.Tensor, *,
               apply_router_weight_on_input: bool) -> torch.Tensor:
     """The STANDARD layer: x [T, H], ``ids`` int32 [T, k] local experts (-1: not here), ``router`` float32 [T, k]
-    (see :func:`moe_core_vllm_cutlass.route.route`); [T, H] out."""
+    (see :func:`moe_core_triton.pair_guard.guard_pairs`); [T, H] out."""
     if x.shape[0] == 0:  # nothing to sort or multiply: no op is called
         return torch.zeros_like(x)
     problem = layer.problem

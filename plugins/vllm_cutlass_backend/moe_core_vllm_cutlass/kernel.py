@@ -6,7 +6,8 @@ and per-channel scales [E, N, 1] become float32 [E] and [E, N]. prepare_weights 
 codes contiguous and builds the layer's :class:`moe_core_vllm_cutlass.glue.CutlassLayer` (scales, stride
 tensors), kept on the kernel; the first forward loads the library (:mod:`moe_core_vllm_cutlass.library`),
 kept on the kernel too; every forward runs
-:func:`moe_core_vllm_cutlass.route.route` (local expert ids, invalid routing dropped and counted) and
+:func:`moe_core_triton.pair_guard.guard_pairs` (local expert ids, -1 for remote pairs; invalid routing dropped and
+counted) and
 :func:`moe_core_vllm_cutlass.glue.fused_moe` (:func:`moe_core_vllm_cutlass.glue.batched_moe` for the
 batched-experts format, whose counts ``MoEKernel.apply`` guards) with it.
 """
@@ -17,8 +18,8 @@ from dataclasses import replace
 
 from moe_core.kernel import MoEKernel
 from moe_core.weights import ExpertWeights
+from moe_core_triton.pair_guard import guard_pairs
 from moe_core_vllm_cutlass import glue, library
-from moe_core_vllm_cutlass.route import route
 
 
 class VllmCutlassKernel(MoEKernel):
@@ -57,8 +58,9 @@ class VllmCutlassKernel(MoEKernel):
 
     def forward(self, hidden_states, weights, routing, *, expert_map, apply_router_weight_on_input):
         layer = self.layer(weights)
-        ids, router = route(routing.topk_ids, routing.topk_weights, expert_map, self.config.num_experts, layer.local_experts,
-                            self.routing_errors.buffer(hidden_states.device))
+        ids, router = guard_pairs(routing.topk_ids, routing.topk_weights, expert_map, num_experts=self.config.num_experts,
+                                  num_local=layer.local_experts, errors=self.routing_errors.buffer(hidden_states.device),
+                                  dropped_id=-1)
         return glue.fused_moe(self.ops(), hidden_states, layer, ids, router, apply_router_weight_on_input=apply_router_weight_on_input)
 
 

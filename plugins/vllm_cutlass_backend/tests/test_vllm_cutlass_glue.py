@@ -31,7 +31,7 @@ from moe_core.testing.conformance import check_against_reference
 from moe_core.testing.ops_schemas import registered_ops
 from moe_core_vllm_cutlass import contract, glue, kernel, library
 from moe_core_vllm_cutlass.library import LIBRARY
-from moe_core_vllm_cutlass.route import route
+from moe_core_triton.pair_guard import guard_pairs
 from moe_core_triton.launch import Launcher
 
 # Copied from `strings vllm/_C_stable_libtorch.abi3.so` of the vllm-0.26.0 manylinux x86_64 wheel.
@@ -235,7 +235,7 @@ def run_glue(ops, x, weights, prob, ids, router, emap=None, on_input=False, coun
     lay = glue.cutlass_layer(weights, prob)
     experts = lay.local_experts if emap is None else emap.numel()
     counter = counter or new_counter()
-    local, w = route(ids, router, emap, experts, lay.local_experts, counter.buffer(x.device))
+    local, w = guard_pairs(ids, router, emap, num_experts=experts, num_local=lay.local_experts, errors=counter.buffer(x.device), dropped_id=-1)
     return glue.fused_moe(ops, x, lay, local, w, apply_router_weight_on_input=on_input)
 
 
