@@ -1,9 +1,10 @@
 """The declaration of ``triton_ws_sm90``: the warp-specialized Gluon decode layer (ws_decode.py) on Hopper.
 
-Not validated on hardware and ranked below ``triton``, whose support covers all of its own: automatic selection
-never picks it until a measured ranking does; ``MOE_CORE_BACKEND=triton_ws_sm90`` (or a layer's explicit backend)
-runs it. Forwards the decode kernel does not take (more than :data:`DECODE_MAX_TOKENS` tokens, the router weight on
-the input, a deterministic kernel) run the ``triton`` backend's kernels.
+Validated on an H200 (:data:`VALIDATION`) and ranked below ``triton``, whose support covers all of its own: automatic
+selection never picks it until a measured ranking does (on the H200 it measured faster than ``triton`` at one token
+only: docs/benchmarks/gluon-decode-h200.md); ``MOE_CORE_BACKEND=triton_ws_sm90`` (or a layer's explicit backend) runs
+it. Forwards the decode kernel does not take (more than :data:`DECODE_MAX_TOKENS` tokens, the router weight on the
+input, a deterministic kernel) run the ``triton`` backend's kernels.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 from moe_core.config import Activation, ActivationFormat
 from moe_core.platform import DeviceKind
 from moe_core.quant import scheme
-from moe_core.spec import NOT_VALIDATED, BackendSpec
+from moe_core.spec import BackendSpec, Validation
 from moe_core.support import Support
 from moe_core_triton.ws_plan import size_problems
 
@@ -25,13 +26,18 @@ DECODE_MAX_TOKENS = 64
 GLUON_RELEASE = (3, 6)
 #: The only architecture it compiles for: wgmma, TMA and setmaxnreg are Hopper's (sm_90).
 ARCHITECTURE = (9, 0)
+#: Where ``python -m moe_core_triton.gluon_check`` last passed every check on an sm_90 GPU.
+VALIDATION = Validation(
+    hardware="NVIDIA H200", provider="triton 3.6.0, torch 2.11.0+cu130", date="2026-11-28",
+    log="docs/benchmarks/raw/2026-11-28-gluon-decode-h200/gluon_check.txt",
+)
 
 WS_SM90 = BackendSpec(
     name="triton_ws_sm90", family="triton", priority=400, schemes=[scheme("unquantized")],
     kernel="moe_core_triton.ws_kernel:WarpSpecializedKernel", formats=frozenset({ActivationFormat.STANDARD}),
     devices=frozenset({DeviceKind.CUDA}), requires=frozenset({"triton"}), supports_expert_map=False,
     description="moe-core's warp-specialized Gluon MoE for sm_90 decode: TMA producer warp, wgmma consumer warpgroup (bf16/fp16)",
-    validation=NOT_VALIDATED,
+    validation=VALIDATION,
 )
 
 
