@@ -222,7 +222,11 @@ class TokenRowsDispatcher(Dispatcher):
         owner = torch.div(topk_ids, self.local_experts, rounding_mode="floor").long()
         wanted = torch.zeros(topk_ids.shape[0], self.config.parallel.ep_size, dtype=torch.bool, device=topk_ids.device)
         wanted.scatter_(1, owner, True)
-        return torch.where(wanted, torch.cumsum(wanted, 0) + (bufs.first_slot - 1), bufs.send.shape[0] - 1)
+        # The running count down the tokens, scanned along the last dimension of the [N, T] transpose: a scan down
+        # the first dimension of [T, N] has only N columns to spread over the GPU (it took 379 of peer_copy's 724 µs
+        # of device time per dispatch + combine, Qwen3-30B-A3B at 4096 tokens per rank, two H200s).
+        running = wanted.t().contiguous().cumsum(1).t()
+        return torch.where(wanted, running + (bufs.first_slot - 1), bufs.send.shape[0] - 1)
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         slot, bufs = dispatched.state
