@@ -212,6 +212,34 @@ def test_buffer_sets_are_bounded_and_the_oldest_goes_first():
     assert made[2].send.shape == (2 * 4 + 1, d.layout.width)  # N * R rows and the trash row
 
 
+class _CapturedOnCpu(PackedAllToAllDispatcher):
+    """``capturing`` stands for a CUDA-graph capture of the forwards that ask for buffers."""
+
+    capturing = False
+
+    def _under_capture(self, device):
+        return self.capturing
+
+
+def test_buffer_sets_a_graph_was_captured_with_are_never_dropped_and_none_is_dropped_during_a_capture():
+    from moe_core.dispatch import token_rows
+
+    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
+    d, cpu = _CapturedOnCpu(cfg, _Group(0, 2, None)), torch.device("cpu")
+    d.buffers(cpu, 1)
+    d.capturing = True
+    captured = d.buffers(cpu, 2)
+    for rows in (4, 8, 16):  # beyond the bound, but under a capture: nothing is freed
+        d.buffers(cpu, rows)
+    assert sorted(r for _, r in d._buffers) == [1, 2, 4, 8, 16]
+    d.capturing = False
+    for rows in (32, 64, 128, 256, 512):  # eager forwards drop the oldest sets, never the captured one
+        d.buffers(cpu, rows)
+    # The four sets used under the capture stay; of the others, only the newest (the bound allows one more).
+    assert d.buffers(cpu, 2) is captured and sorted(r for _, r in d._buffers) == [2, 4, 8, 16, 512]
+    assert token_rows.MAX_BUFFER_SETS == 4
+
+
 def test_peer_copy_delivers_block_d_of_each_sender_to_rank_d_as_all_to_all_does():
     """The copy loop of peer_copy over stand-in symmetric buffers (CPU tensors every "rank" can see, a thread barrier):
     block ``p`` of rank ``r``'s receive buffer is block ``r`` of rank ``p``'s send buffer."""

@@ -45,8 +45,8 @@ _INT32 = torch.iinfo(torch.int32)
 ROW_ALIGN = 128
 #: Token counts whose pack step is kept as a CUDA graph, per buffers; others run as plain ops.
 MAX_PACK_GRAPHS = 16
-#: Buffer sets kept per dispatcher (one per row count; the oldest is dropped first). With a fixed
-#: ``max_tokens_per_rank`` there is only one; without it, row counts are powers of two.
+#: Buffer sets kept per dispatcher (one per row count; the oldest is dropped first, but never one a CUDA graph
+#: was captured with). With a fixed ``max_tokens_per_rank`` there is only one; without it, row counts are powers of two.
 MAX_BUFFER_SETS = 4
 
 
@@ -109,6 +109,8 @@ class TokenRowsDispatcher(Dispatcher):
         super().__init__(config, group)
         self.layout = RowLayout(config.hidden_size * config.dtype.itemsize, config.top_k)
         self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
+        #: Keys of the buffer sets a CUDA graph was captured with: never dropped.
+        self._pinned: set[tuple[torch.device, int]] = set()
         #: Replay the pack step of eager GPU forwards from CUDA graphs (False after a capture failed: plain ops).
         self.graph_pack = True
 
@@ -123,13 +125,22 @@ class TokenRowsDispatcher(Dispatcher):
 
     # ------------------------------------------------------------------ the data path
     def buffers(self, device: torch.device, rows: int) -> RowBuffers:
-        """The buffers for ``rows`` tokens per rank on ``device``, made on first use (not during CUDA-graph capture)."""
+        """The buffers for ``rows`` tokens per rank on ``device``, made on first use.
+
+        A set used under a CUDA-graph capture is kept for good: the captured graph holds its addresses. Beyond
+        :data:`MAX_BUFFER_SETS` the oldest other set is dropped, never during a capture (freeing the pack step's
+        own graphs there is an error that invalidates the capture). Every rank drops the same set at the same
+        forward."""
         key = (device, rows)
+        capturing = self._under_capture(device)
         found = self._buffers.get(key)
         if found is None:
-            if len(self._buffers) >= MAX_BUFFER_SETS:  # every rank drops the same set at the same forward
-                del self._buffers[next(iter(self._buffers))]
+            droppable = [k for k in self._buffers if k not in self._pinned]
+            if len(self._buffers) >= MAX_BUFFER_SETS and droppable and not capturing:
+                del self._buffers[droppable[0]]
             found = self._buffers[key] = self._make_buffers(device, rows)
+        if capturing:
+            self._pinned.add(key)
         return found
 
     def rows_per_rank(self, num_tokens: int, device: torch.device) -> int:
@@ -196,7 +207,12 @@ class TokenRowsDispatcher(Dispatcher):
 
     def _pack_graphable(self, device: torch.device) -> bool:
         """Whether the pack step may come from a graph of its own: eager forwards on a GPU, unless a capture failed."""
-        return device.type == "cuda" and self.graph_pack and not torch.cuda.is_current_stream_capturing()
+        return device.type == "cuda" and self.graph_pack and not self._under_capture(device)
+
+    @staticmethod
+    def _under_capture(device: torch.device) -> bool:
+        """Whether this forward is being captured into a CUDA graph."""
+        return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
     def _capture_pack(self, bufs: RowBuffers, t: int):
         """A CUDA graph of :meth:`pack` for ``t`` tokens (kept in ``bufs``), or None after logging why not."""
