@@ -1,7 +1,8 @@
 """The deepep dispatchers on two GPUs with the real DeepEP: equality with the single-GPU layer, CUDA-graph
 replay of deepep_low_latency, and dispatch + combine timing beside the built-in dispatchers.
 
-    python plugins/deepep_backend/scripts/gpu_check.py [--json FILE]     # what `scripts/gpu_check.sh check` runs
+    python plugins/deepep_backend/scripts/gpu_check.py [--json FILE] [--phases equality,graphs,timing]
+                                                  # what `scripts/gpu_check.sh check [PHASES]` runs
 
 Prints one PASS/FAIL line per check and exits non-zero if any failed. Ranks are spawned here (NCCL, one GPU each).
 """
@@ -97,7 +98,12 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--write-dispatch-ranking", help="write the measured dispatcher ranking of this run here")
     p.add_argument("--budget-s", type=float, default=150, help="no timing case starts after this many seconds")
+    p.add_argument("--phases", default="equality,graphs,timing",
+                   help="comma-separated, of equality, graphs, timing (each fits a 10-minute limit alone)")
     args = p.parse_args()
+    phases = set(args.phases.split(","))
+    if not phases <= {"equality", "graphs", "timing"}:
+        p.error(f"--phases takes equality, graphs and timing, not {sorted(phases - {'equality', 'graphs', 'timing'})}")
     report, ok = {"torch": torch.__version__}, True
 
     def line(passed: bool, what: str, detail) -> None:
@@ -105,6 +111,20 @@ def main() -> int:
         ok &= passed
         print(f"{'PASS' if passed else 'FAIL'} {what}: {detail}", flush=True)
 
+    if "equality" in phases:
+        check_equality(report, line)
+    if "graphs" in phases:
+        check_graphs(report, line)
+    if "timing" in phases:
+        check_timing(report, line, args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    print("ALL PASS" if ok else "SOME CHECKS FAILED", flush=True)
+    return 0 if ok else 1
+
+
+def check_equality(report: dict, line) -> None:
+    """Every case of CASES on two ranks against the single-GPU layer; InvalidRoutingError expected where planted."""
     per_rank = spawn_group(2, equality, "nccl", timeout_s=300)
     report["equality"] = {case.name: [vars(r[case.name]) for r in per_rank] for case in CASES}
     for case in CASES:
@@ -114,10 +134,18 @@ def main() -> int:
             good = result.shape_ok and result.error <= result.budget and reported == expected and (reported or not result.raised)
             line(good, f"equality {case.name} rank {rank}", f"error {result.error:.2e} (budget {result.budget:.2e}), "
                  f"pair {result.dispatcher} + {result.experts}, raised {result.raised or 'nothing'}")
+
+
+def check_graphs(report: dict, line) -> None:
+    """deepep_low_latency captured in a CUDA graph and replayed on new inputs, against its eager calls."""
     graphs = spawn_group(2, graph_replay, "nccl", timeout_s=300)
     report["graphs"] = graphs
     for rank, g in enumerate(graphs):
         line(max(g["errors"]) <= g["budget"], f"graph replay deepep_low_latency rank {rank}", f"errors vs eager {g['errors']}, {g['pair']}")
+
+
+def check_timing(report: dict, line, args) -> None:
+    """ep_gpu.py's timing of both DeepEP dispatchers beside the built-ins; the run's dispatcher ranking if asked."""
     bench = spawn_group(2, timing, "nccl", args.iters, args.budget_s, timeout_s=420)
     report["bench"] = bench
     if args.write_dispatch_ranking:
@@ -125,10 +153,6 @@ def main() -> int:
     for key, row in sorted(bench[0].items()):
         if "dispatch_combine" in row or "error" in row:
             line("error" not in row, f"timing {key} rank 0", row.get("dispatch_combine", row.get("error")))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
-    print("ALL PASS" if ok else "SOME CHECKS FAILED", flush=True)
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":
