@@ -60,6 +60,18 @@ def _rank_main(rank: int, world_size: int, backend: str, tmp: str, timeout_s: in
     torch.save(result, Path(tmp) / f"rank{rank}.pt")
     if backend != "nccl":
         # gloo: no rank tears its group down while a peer still drains a send of it (a peer's gloo thread would
-        # see the connection close and abort its process).
-        dist.barrier()
+        # see the connection close and abort its process). The ranks meet through the files, not through gloo:
+        # a gloo barrier has the same race on its own messages.
+        _wait_for_every_rank(Path(tmp), world_size, timeout_s)
     dist.destroy_process_group()  # with NCCL, only after every CUDA graph holding its collectives is freed
+
+
+def _wait_for_every_rank(tmp: Path, world_size: int, timeout_s: int) -> None:
+    """Return once every rank has saved its result (so every rank's collectives are complete)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not all((tmp / f"rank{r}.pt").exists() for r in range(world_size)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the other ranks did not finish within {timeout_s} s")
+        time.sleep(0.005)
