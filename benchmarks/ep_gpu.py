@@ -82,7 +82,15 @@ def equality_cases(shapes: list[str], dispatchers: list[str]) -> list[EPCase]:
                                   scheme=sch, dtype=torch.bfloat16))
                 out.append(EPCase(f"{label}/{sch}/{d}/skewed", d, tokens=(40, 0), experts=e, top_k=k, hidden=h, intermediate=i,
                                   scheme=sch, dtype=torch.bfloat16, routing="skewed", max_tokens_per_rank=64))
+                if _overlappable(d):  # the two micro-batches' streams only exist on GPUs: checked here
+                    out.append(EPCase(f"{label}/{sch}/{d}/two-micro-batches", d, tokens=(48, 33), experts=e, top_k=k, hidden=h,
+                                      intermediate=i, scheme=sch, dtype=torch.bfloat16, max_tokens_per_rank=64, micro_batches=2))
     return out
+
+
+def _overlappable(dispatcher: str) -> bool:
+    """Whether the dispatcher may run as two overlapped micro-batches (its instances own their buffers)."""
+    return next(s for s in SPECS if s.name == dispatcher).load().micro_batch_safe
 
 
 def bench_capacity(tokens: int, top_k: int, experts: int) -> int:
@@ -152,9 +160,9 @@ def _inputs(full: MoEConfig, tokens: int, device: str, seed: int):
     return x, Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
 
 
-def _ep_layer(full, weights, sch, rank: int, world: int, dispatcher: str, tokens: int, capacity: int | None):
+def _ep_layer(full, weights, sch, rank: int, world: int, dispatcher: str, tokens: int, capacity: int | None, micro_batches: int = 1):
     cfg = dataclasses.replace(full, parallel=ParallelConfig(ep_size=world, dispatch_backend=dispatcher))
-    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity)
+    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity, micro_batches=micro_batches)
     return MoELayer(cfg, weights.shard(rank, world), sch.weight_key, sch.activation_key, registry=Registry(), ep_group=group)
 
 
@@ -199,9 +207,9 @@ def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str]
         sch = scheme(TIMED_SCHEME[shape])
         weights = random_layer(full, sch, device=device, seed=0)
         x, routing = _inputs(full, 64, device, rank + 1)
-        for d in safe:
+        for d, batches in [(d, 1) for d in safe] + [(d, 2) for d in safe if _overlappable(d)]:
             def one():
-                layer = _ep_layer(full, weights, sch, rank, world, d, 64, None)
+                layer = _ep_layer(full, weights, sch, rank, world, d, 64, None, batches)
                 eager = layer(x, routing).clone()
                 # Later eager calls with other inputs, then the first inputs again: dispatchers that replay a step of
                 # their own from a graph (token rows) must still give the first call's result.
@@ -218,7 +226,7 @@ def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str]
                 result = {"error_vs_eager": relative_error(captured, eager), "eager_repeat_error": repeat, "pair": f"{d} + {layer.backend}"}
                 del graph
                 return result
-            _guarded(out, "graphs", f"{shape}/{d}", one)
+            _guarded(out, "graphs", f"{shape}/{d}" + ("/two-micro-batches" if batches == 2 else ""), one)
         del weights
     return out
 
@@ -272,6 +280,10 @@ def _bench_dispatcher(full, weights, sch, rank, world, d, t, cap, x, routing, it
     row["layer"] = timed(lambda: layer(x, routing), iters, cuda)
     sent, round_trip = _dispatch_combine(layer, x, routing, t)
     row["dispatch_combine"] = timed(round_trip, iters, cuda)
+    if _overlappable(d) and t >= 256:  # the same layer as two overlapped micro-batches
+        overlapped = _ep_layer(full, weights, sch, rank, world, d, t, cap, 2)
+        row["layer_two_micro_batches"] = timed(lambda: overlapped(x, routing), iters, cuda)
+        overlapped.check()
     if sent.expert_map is not None and cuda and t >= 1024:  # prefill sizes only: each shape of the check compiles kernels
         row["experts_with_map"] = time_us(lambda: layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t), iters, cuda)
         row["experts_without_map"] = _same_pairs_without_map(layer, sent, t, iters, cuda)

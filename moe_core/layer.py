@@ -8,7 +8,8 @@ from typing import Mapping
 import torch
 
 from moe_core.config import MoEConfig
-from moe_core.dispatch.base import Dispatcher, ExpertParallelGroup
+from moe_core.dispatch.base import Dispatched, Dispatcher, ExpertParallelGroup
+from moe_core.dispatch.overlap import MicroBatchOverlap, half_group, micro_batches
 from moe_core.errors import KernelInputError, MoECoreError
 from moe_core.kernel import MoEKernel
 from moe_core.platform import Platform
@@ -44,7 +45,8 @@ class MoELayer:
     (``weights`` has ``num_experts / ep_size`` of them: global experts ``[rank * L, (rank + 1) * L)``),
     takes this rank's tokens with routing over global expert ids, and runs the (dispatcher, experts
     backend) pair of :func:`~moe_core.pair.select_pair` (:attr:`pair`) over ``ep_group`` (default:
-    the world group); every rank must call it together (docs/expert-parallel.md).
+    the world group); every rank must call it together (docs/expert-parallel.md). Forwards run as two
+    overlapped micro-batches where ``ep_group.micro_batches`` says so (:mod:`moe_core.dispatch.overlap`).
     """
 
     def __init__(
@@ -62,6 +64,8 @@ class MoELayer:
         self.registry = default_registry() if registry is None else registry
         self.pair: PairSelection | None = None
         self.dispatcher: Dispatcher | None = None
+        self._ep_group: ExpertParallelGroup | None = None
+        self._overlap: MicroBatchOverlap | None = None
         if config.parallel.use_ep:
             ep_group = ep_group if ep_group is not None else ExpertParallelGroup()
             # A measured dispatcher ranking is keyed by tokens per rank: the layer's fixed buffer size, when it has one.
@@ -69,6 +73,8 @@ class MoELayer:
                                     num_tokens=ep_group.max_tokens_per_rank)
             config = self.pair.config  # the activation format the pair chose
             self.dispatcher = self.pair.dispatcher.load()(config, ep_group)
+            self._ep_group = ep_group
+            micro_batches(ep_group, self.dispatcher, torch.device("cpu"))  # a request the dispatcher cannot honour fails here
         elif ep_group is not None:
             raise KernelInputError("ep_group", "was given but the layer is not expert-parallel: set MoEConfig.parallel.ep_size")
         self._select = lambda tokens: select(  # noqa: E731 - cached by the resolver
@@ -108,8 +114,12 @@ class MoELayer:
             counter.check()
 
     def _counters(self) -> list[RoutingErrorCounter]:
-        counters = [kernel.routing_errors for kernel, _ in self._kernels.values()]
-        return counters + list(self.dispatcher.counters() if self.dispatcher is not None else ())
+        return [kernel.routing_errors for kernel, _ in self._kernels.values()] + self._dispatcher_counters()
+
+    def _dispatcher_counters(self) -> list[RoutingErrorCounter]:
+        built = [self.dispatcher] if self.dispatcher is not None else []
+        built += list(self._overlap.dispatchers) if self._overlap is not None else []
+        return [counter for dispatcher in built for counter in dispatcher.counters()]
 
     def __call__(
         self,
@@ -127,11 +137,30 @@ class MoELayer:
             raise KernelInputError("expert_map" if expert_map is not None else "apply_router_weight_on_input",
                                    "is not taken by an expert-parallel layer: its dispatcher places the experts")
         self.dispatcher.check_inputs(hidden_states, routing)
-        sent = self.dispatcher.dispatch(hidden_states, routing)
-        out = self._run(sent.hidden_states, sent.routing, sent.expert_map, False, hidden_states.shape[0])
-        for counter in self.dispatcher.counters():
+        tokens = hidden_states.shape[0]
+        overlap = self._micro_batches(hidden_states.device)
+        if overlap is not None:
+            self.dispatcher.check_token_limit(tokens)
+            out = overlap(hidden_states, routing, lambda sent: self._experts(sent, tokens))
+        else:
+            sent = self.dispatcher.dispatch(hidden_states, routing)
+            out = self.dispatcher.combine(self._experts(sent, tokens), sent)
+        for counter in self._dispatcher_counters():
             counter.snapshot()
-        return self.dispatcher.combine(out, sent)
+        return out
+
+    def _experts(self, sent: Dispatched, tokens: int) -> torch.Tensor:
+        """This rank's experts on what a dispatch delivered (``tokens``: the caller's count, for the ranking)."""
+        return self._run(sent.hidden_states, sent.routing, sent.expert_map, False, tokens)
+
+    def _micro_batches(self, device: torch.device) -> MicroBatchOverlap | None:
+        """The two-micro-batch schedule when this forward overlaps (its dispatchers made on first use), else None."""
+        if micro_batches(self._ep_group, self.dispatcher, device) == 1:
+            return None
+        if self._overlap is None:
+            make, halves = type(self.dispatcher), half_group(self._ep_group)
+            self._overlap = MicroBatchOverlap(make(self.config, halves), make(self.config, halves))
+        return self._overlap
 
     def _run(self, hidden_states, routing, expert_map, apply_router_weight_on_input, tokens: int) -> torch.Tensor:
         """The experts on this rank: the selected kernel, or the next eligible one that accepts the shape.

@@ -61,7 +61,10 @@ def test_the_hidden_states_row_stride_is_a_multiple_of_16_elements(hidden, top_k
     layout = RowLayout(hidden_bytes=hidden * dtype.itemsize, top_k=top_k)
     view = layout.hidden(torch.zeros(3, layout.width, dtype=torch.uint8), dtype)
     assert view.shape == (3, hidden) and view.stride(0) % 16 == 0 and layout.width % 128 == 0
-    assert layout.width - (hidden * dtype.itemsize + 8 * top_k) < 128  # no more padding than that takes
+    assert layout.ids_at % 8 == 0 and layout.ids_at - hidden * dtype.itemsize < 8  # routing words are int64-aligned
+    assert layout.width - (hidden * dtype.itemsize + 8 * top_k) < ROW_ALIGN + 8  # no more padding than that takes
+    words = layout.hidden_words(torch.zeros(3, layout.width, dtype=torch.uint8))
+    assert words.shape[1] * words.element_size() == hidden * dtype.itemsize
 
 
 def test_row_layout_is_aligned_and_keeps_hidden_states_first():
@@ -73,6 +76,9 @@ def test_row_layout_is_aligned_and_keeps_hidden_states_first():
     layout.hidden(rows, torch.bfloat16).copy_(torch.ones(4, 2050))
     assert layout.hidden(rows, torch.bfloat16).shape == (4, 2050) and layout.hidden(rows, torch.bfloat16).eq(1).all()
     assert layout.ids(rows).tolist() == [[1, 2, 3]] * 4 and layout.weights(rows).eq(0.5).all()
+    # The routing as int64 words: the ids, then the weights' bits.
+    both = layout.routing_words(rows)[0].view(torch.int32)
+    assert both[:3].tolist() == [1, 2, 3] and both[3:].view(torch.float32).eq(0.5).all()
 
 
 def _two_forwards_without_host_syncs(rank: int, world: int) -> dict:
@@ -172,11 +178,9 @@ def test_eager_forwards_replay_the_pack_step_from_the_second_forward_of_a_token_
     for t in (5, 5, 5, 6, 7, 7, 6):
         x, r = torch.randn(t, 16, generator=gen), Routing.from_logits(torch.randn(t, 8, generator=gen), 2)
         for d, b in ((graphed, gb), (plain, pb)):
-            stage = b.stage[:t]
-            d.layout.hidden(stage, torch.float32).copy_(x)
-            d.layout.ids(stage).copy_(r.topk_ids)
-            d.layout.weights(stage).copy_(r.topk_weights)
+            d.stage_routing(b, r)
             d._pack_staged(b, t)
+            d.write_hidden(b, x)
         assert torch.equal(gb.send, pb.send) and torch.equal(gb.slot[:t], pb.slot[:t])
     # 5: seen, captured and replayed, replayed; 6: seen, then captured and replayed; 7: beyond the limit, plain ops.
     assert {t: g.replays if g is not None else None for t, g in gb.pack_graphs.items()} == {5: 2, 6: 1}
@@ -191,11 +195,9 @@ def test_under_an_outer_capture_the_pack_step_runs_as_plain_ops_even_where_a_gra
         graphed.capturing = capturing
         x, r = torch.randn(5, 16, generator=gen), Routing.from_logits(torch.randn(5, 8, generator=gen), 2)
         for d, b in ((graphed, gb), (plain, pb)):
-            stage = b.stage[:5]
-            d.layout.hidden(stage, torch.float32).copy_(x)
-            d.layout.ids(stage).copy_(r.topk_ids)
-            d.layout.weights(stage).copy_(r.topk_weights)
+            d.stage_routing(b, r)
             d._pack_staged(b, 5)
+            d.write_hidden(b, x)
         assert torch.equal(gb.send, pb.send)
     # captured and replayed on the second forward, not replayed under the two captures, replayed after them
     assert gb.pack_graphs[5].replays == 2

@@ -65,3 +65,16 @@ def test_a_run_cut_short_is_summarized_from_the_rows_its_log_holds(tmp_path, sum
     text = "\n".join(summary.summarize(summary.merge([summary.load(str(tmp_path / "ep_world4.json"))])))
     assert "rows taken from the log" in text
     assert "world 4 deepseek-v3 4096 eager EP=4 layer / 1 GPU whole work: MET 0.25x (≤ 0.35x): packed_all_to_all 5003 vs 20000 µs" in text
+
+
+def test_two_micro_batches_count_toward_the_layer_targets_and_are_named(tmp_path, summary):
+    q = "qwen3-30b-a3b/4096"
+    row = lambda whole, two: {"layer": {"eager": whole, "graph": whole}, "layer_two_micro_batches": {"eager": two, "graph": two + 300}}  # noqa: E731
+    ranks = [_rank(r, {f"{q}/packed_all_to_all": row(1000.0, 900.0 + r), f"{q}/naive": row(950.0, 2000.0),
+                       f"{q}/single_gpu_whole_work": {"eager": 1600.0, "graph": 1600.0}}) for r in range(2)]
+    timing = _write(tmp_path, "w2.json", {"world": 2, "ranks": {"naive+packed_all_to_all": ranks}})
+    text = "\n".join(summary.summarize(summary.merge([summary.load(timing)])))
+    # eager: packed's two micro-batches (slowest rank 901) beat naive whole (950); graph: naive whole 950 beats 1201
+    assert "4096 eager EP=2 layer / 1 GPU whole work: MET 0.56x (≤ 0.6x): packed_all_to_all (2 micro-batches) 901 vs 1600 µs" in text
+    assert "4096 graph EP=2 layer / 1 GPU whole work: MET 0.59x (≤ 0.6x): naive 950 vs 1600 µs" in text
+    assert "2 micro-batches 901/1201" in text

@@ -38,6 +38,9 @@ def cases(world: int) -> list[EPCase]:
             EPCase(f"{d}/fp8-block", d, tokens=uneven, scheme="fp8-block", hidden=128, intermediate=128, dtype=torch.bfloat16),
             EPCase(f"{d}/fixed-buffers", d, tokens=uneven, max_tokens_per_rank=16),
             EPCase(f"{d}/invalid-id", d, tokens=uneven, invalid_id=True),
+            EPCase(f"{d}/two-micro-batches", d, tokens=(9, 0, 1, 6)[:world], micro_batches=2),
+            EPCase(f"{d}/two-micro-batches-fixed-buffers", d, tokens=uneven, max_tokens_per_rank=15, micro_batches=2),
+            EPCase(f"{d}/two-micro-batches-invalid-id", d, tokens=uneven, invalid_id=True, micro_batches=2),
         ]
     out.append(EPCase("batched_all_to_all/overflow", "batched_all_to_all", tokens=(6,), routing="two_experts", expert_capacity=2))
     out.append(EPCase("batched_all_to_all/capacity-that-fits", "batched_all_to_all", tokens=(2,), routing="two_experts", expert_capacity=2))
@@ -52,7 +55,7 @@ def world(request):
 
 
 @pytest.mark.parametrize("kind", ["random", "skewed", "experts-without-tokens", "rank-without-tokens", "top1", "top8", "bf16",
-                                  "fp8-block", "fixed-buffers"])
+                                  "fp8-block", "fixed-buffers", "two-micro-batches", "two-micro-batches-fixed-buffers"])
 @pytest.mark.parametrize("dispatcher", DISPATCHERS)
 def test_expert_parallel_equals_the_single_process_reference(world, dispatcher, kind):
     size, _, results = world
@@ -62,10 +65,11 @@ def test_expert_parallel_equals_the_single_process_reference(world, dispatcher, 
         assert got.ok, f"rank {rank}: {got}"
 
 
+@pytest.mark.parametrize("case", ["invalid-id", "two-micro-batches-invalid-id"])
 @pytest.mark.parametrize("dispatcher", DISPATCHERS)
-def test_an_invalid_id_is_dropped_and_reported_by_the_rank_that_routed_it(world, dispatcher):
+def test_an_invalid_id_is_dropped_and_reported_by_the_rank_that_routed_it(world, dispatcher, case):
     size, _, results = world
-    got = [results[r][f"{dispatcher}/invalid-id"] for r in range(size)]
+    got = [results[r][f"{dispatcher}/{case}"] for r in range(size)]
     assert got[0].raised.startswith("InvalidRoutingError") and "1 value(s)" in got[0].raised
     assert all(not g.raised for g in got[1:])
     assert all(g.shape_ok and g.error <= g.budget for g in got), got  # the other pairs are exact

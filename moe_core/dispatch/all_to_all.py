@@ -20,6 +20,8 @@ from moe_core.routing import Routing
 class AllToAllDispatcher(Dispatcher):
     """``all_to_all_single`` with per-rank counts over ``torch.distributed`` (STANDARD format)."""
 
+    micro_batch_safe = True  # every buffer belongs to the instance
+
     output_format = ActivationFormat.STANDARD
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:

@@ -57,12 +57,17 @@ class ExpertParallelGroup:
             that fits the routing rather than the worst case, ``factor`` times the mean rows per (expert,
             source rank) — ``ceil(factor * tokens * top_k / num_experts)``, at most the tokens per rank —
             so the buffers scale with the load; overflow is reported as for ``expert_capacity``.
+        micro_batches: 2 runs each forward as two micro-batches whose transfers overlap the other one's
+            experts on a GPU (:mod:`moe_core.dispatch.overlap`; each has buffers for half the tokens); 1 runs
+            it whole; None: automatic, two on GPUs from :data:`~moe_core.dispatch.overlap.OVERLAP_MIN_TOKENS`
+            tokens per rank (``max_tokens_per_rank``: only a layer with a fixed size overlaps by itself).
     """
 
     group: Any = None
     max_tokens_per_rank: int | None = None
     expert_capacity: int | None = None
     expert_capacity_factor: float | None = None
+    micro_batches: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_tokens_per_rank", "expert_capacity"):
@@ -72,6 +77,9 @@ class ExpertParallelGroup:
         factor = self.expert_capacity_factor
         if factor is not None and (not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0):
             raise InvalidConfigError(f"ExpertParallelGroup.expert_capacity_factor must be a positive number or None, got {factor!r}")
+        batches = self.micro_batches
+        if batches is not None and (type(batches) is not int or batches not in (1, 2)):
+            raise InvalidConfigError(f"ExpertParallelGroup.micro_batches must be 1, 2 or None (automatic), got {self.micro_batches!r}")
         if factor is not None and self.expert_capacity is not None:
             raise InvalidConfigError("ExpertParallelGroup: give expert_capacity or expert_capacity_factor, not both")
         if not dist.is_available() or not dist.is_initialized():
@@ -117,6 +125,10 @@ class Dispatcher(abc.ABC):
 
     #: The activation format of :attr:`Dispatched.hidden_states`; must equal the spec's output_format.
     output_format: ActivationFormat = ActivationFormat.STANDARD
+    #: Whether two instances may run at once on two streams, each with buffers of its own: what the two
+    #: overlapped micro-batches of :mod:`moe_core.dispatch.overlap` need. False for a dispatcher whose instances
+    #: share a buffer.
+    micro_batch_safe: bool = False
 
     def __init__(self, config: MoEConfig, group: ExpertParallelGroup):
         if group.world_size != config.parallel.ep_size:
@@ -184,14 +196,19 @@ class Dispatcher(abc.ABC):
         bad = self.record_invalid(routing.topk_ids)
         return Routing(torch.where(bad, 0, routing.topk_ids), torch.where(bad, 0, routing.topk_weights))
 
+    def check_token_limit(self, num_tokens: int) -> int | None:
+        """The group's ``max_tokens_per_rank`` (None: unset), after checking that ``num_tokens`` is within it."""
+        limit = self.group.max_tokens_per_rank
+        if limit is not None and num_tokens > limit:
+            raise KernelInputError(
+                "hidden_states", f"has {num_tokens} tokens, more than max_tokens_per_rank={limit} of this expert-parallel layer"
+            )
+        return limit
+
     def tokens_per_rank(self, num_tokens: int, device: torch.device) -> int:
         """Rows every rank's fixed buffers hold for this forward (see ExpertParallelGroup.max_tokens_per_rank)."""
-        limit = self.group.max_tokens_per_rank
+        limit = self.check_token_limit(num_tokens)
         if limit is not None:
-            if num_tokens > limit:
-                raise KernelInputError(
-                    "hidden_states", f"has {num_tokens} tokens, more than max_tokens_per_rank={limit} of this expert-parallel layer"
-                )
             return limit
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             raise KernelInputError(

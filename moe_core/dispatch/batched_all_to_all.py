@@ -27,6 +27,8 @@ from moe_core.routing_guard import RoutingErrorCounter
 class BatchedAllToAllDispatcher(Dispatcher):
     """Fixed-capacity ``all_to_all_single`` over ``torch.distributed`` (BATCHED_EXPERTS format)."""
 
+    micro_batch_safe = True  # every buffer belongs to the instance
+
     output_format = ActivationFormat.BATCHED_EXPERTS
 
     def __init__(self, config, group):

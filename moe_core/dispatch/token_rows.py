@@ -6,21 +6,23 @@ over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Pe
 
 * **dispatch**: the device computes, for every (token, destination rank) that holds one of the token's
   experts, the token's slot among those sent there (a cumulative sum; no host sync). Each token's row
-  — its hidden state and its routing (global ids, float32 weights) packed into one byte row of
-  ``width`` bytes, a multiple of 16 — is written into its slots of the send buffer ``[N * R, width]``
-  with one indexed write; the slots nothing fills carry ids of an expert of another rank and weight 0
-  (the receiver's expert map skips them: no expert work). The transport delivers slot block ``d`` to
-  rank ``d``. The receiver's experts read the hidden states and routing as views of the received rows.
+  — its hidden state and its routing (global ids, float32 weights) in one byte row of ``width`` bytes, a
+  multiple of 128 — is written into its slots of the send buffer ``[N * R, width]`` by two indexed
+  writes (the routing, then the hidden states straight from the caller's tensor); the slots nothing fills
+  carry ids of an expert of another rank and weight 0 (the receiver's expert map skips them: no expert
+  work). The transport delivers slot block ``d`` to rank ``d``. The receiver's experts read the hidden
+  states and routing as views of the received rows.
 * **combine**: the experts' output ``[N * R, H]`` (each row already the weighted sum over this rank's
-  experts) goes back the same way; each token sums the rows of the ranks it visited in float32.
+  experts) goes back the same way; each token sums the rows of the ranks it visited (one
+  ``embedding_bag`` over the slots, accumulated in float32 on GPUs).
 
 Buffers are allocated once per (layer, device, ``R``) and reused, so addresses never change (CUDA graphs
 capture it). A token visits a rank at most once, so ``R`` rows per destination never overflow.
 
-Eager forwards on a GPU launch few kernels: the caller's tokens and routing are copied into the staging
-rows, and the device work between staging and sending (the routing guard, the slots, the blank ids, the
-indexed write; about twenty small kernels) is replayed from a CUDA graph of its own, captured by the
-second forward of each token count (a synchronisation, once); the transport follows. While the caller
+Eager forwards on a GPU launch few kernels: the caller's routing is copied into staging rows, and the device
+work between staging and the hidden states' write (the routing guard, the slots, the blank ids, the routing's
+indexed write; about twenty small kernels) is replayed from a CUDA graph of its own, captured by the second
+forward of each token count (a synchronisation, once); the hidden states' write and the transport follow. While the caller
 captures a graph, and on CPUs, the same work runs as plain torch ops.
 """
 
@@ -50,24 +52,34 @@ MAX_PACK_GRAPHS = 16
 MAX_BUFFER_SETS = 4
 
 
+def word_dtype(nbytes: int) -> torch.dtype:
+    """The widest integer dtype whose size divides ``nbytes``: rows of that many bytes move as words of it."""
+    return next(dt for dt in (torch.int64, torch.int32, torch.int16, torch.uint8) if nbytes % dt.itemsize == 0)
+
+
 @dataclass(frozen=True)
 class RowLayout:
-    """Byte layout of one token row: hidden states, then top-k int32 ids, then top-k float32 weights, then padding."""
+    """Byte layout of one token row: hidden states, padding to 8 bytes, top-k int32 ids, top-k float32 weights,
+    then padding to :data:`ROW_ALIGN`. The routing (ids and weights) is ``8 * top_k`` bytes from ``ids_at``."""
 
     hidden_bytes: int
     top_k: int
 
     @property
     def ids_at(self) -> int:
-        return self.hidden_bytes
+        return -(-self.hidden_bytes // 8) * 8
+
+    @property
+    def routing_bytes(self) -> int:
+        return 8 * self.top_k
 
     @property
     def weights_at(self) -> int:
-        return self.hidden_bytes + 4 * self.top_k
+        return self.ids_at + 4 * self.top_k
 
     @property
     def width(self) -> int:
-        end = self.weights_at + 4 * self.top_k
+        end = self.ids_at + self.routing_bytes
         return -(-end // ROW_ALIGN) * ROW_ALIGN
 
     def hidden(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -80,13 +92,21 @@ class RowLayout:
     def weights(self, rows: torch.Tensor) -> torch.Tensor:
         return rows[:, self.weights_at: self.weights_at + 4 * self.top_k].view(torch.float32)
 
+    def routing_words(self, rows: torch.Tensor) -> torch.Tensor:
+        """The ids and weights of byte rows ``[n, width]`` as int64 words ``[n, top_k]`` (a view)."""
+        return rows[:, self.ids_at: self.ids_at + self.routing_bytes].view(torch.int64)
+
+    def hidden_words(self, rows: torch.Tensor) -> torch.Tensor:
+        """The hidden states of byte rows as words of :func:`word_dtype` (a view)."""
+        return rows[:, : self.hidden_bytes].view(word_dtype(self.hidden_bytes))
+
 
 @dataclass(frozen=True, eq=False)
 class RowBuffers:
     """The buffers of one (device, rows per destination): reused by every forward.
 
     ``send`` [N*R + 1, width] (the last row takes the (token, rank) pairs that send nothing); ``stage``
-    [R, width], this rank's tokens packed; ``blank_ids`` [N*R + 1, k], the ids unused slots carry;
+    [R, 8 * top_k] bytes, this rank's routing (ids, then weights); ``blank_ids`` [N*R + 1, k], the ids unused slots carry;
     ``recv`` [N*R, width]; ``back`` [N*R + 1, H] (last row zero: what a rank a token did not visit adds)."""
 
     rows: int
@@ -103,11 +123,15 @@ class RowBuffers:
 class TokenRowsDispatcher(Dispatcher):
     """Base of the token-row dispatchers (STANDARD format); subclasses provide the transport."""
 
+    micro_batch_safe = True  # every buffer belongs to the instance
+
     output_format = ActivationFormat.STANDARD
 
     def __init__(self, config, group):
         super().__init__(config, group)
         self.layout = RowLayout(config.hidden_size * config.dtype.itemsize, config.top_k)
+        #: The staging rows hold the routing alone: a row layout without hidden states.
+        self.stage_layout = RowLayout(0, config.top_k)
         self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
         #: Keys of the buffer sets a CUDA graph was captured with: never dropped.
         self._pinned: set[tuple[torch.device, int]] = set()
@@ -159,37 +183,50 @@ class TokenRowsDispatcher(Dispatcher):
         send = torch.zeros(slots + 1, width, dtype=torch.uint8, device=device)
         recv = self.allocate_received((slots, width), torch.uint8, device)
         back = self.allocate_received((slots + 1, self.config.hidden_size), self.config.dtype, device)
-        return RowBuffers(rows, send, torch.zeros(rows, width, dtype=torch.uint8, device=device), blank, recv, back,
+        return RowBuffers(rows, send, torch.zeros(rows, self.layout.routing_bytes, dtype=torch.uint8, device=device), blank, recv, back,
                           torch.arange(ep, device=device) * rows, torch.zeros(rows, ep, dtype=torch.int64, device=device))
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
         t = hidden_states.shape[0]
         device = hidden_states.device
         bufs = self.buffers(device, self.rows_per_rank(t, device))
-        layout, stage = self.layout, bufs.stage[:t]
-        layout.hidden(stage, hidden_states.dtype).copy_(hidden_states)
-        ids = routing.topk_ids
-        # Rows hold int32 ids: wider ids are clamped first, so that no invalid id becomes a valid one.
-        layout.ids(stage).copy_(ids if ids.dtype == torch.int32 else ids.clamp(_INT32.min, _INT32.max))
-        layout.weights(stage).copy_(routing.topk_weights)
+        self.stage_routing(bufs, routing)
         self._pack_staged(bufs, t)
+        self.write_hidden(bufs, hidden_states)
         self.send_rows(bufs.send[:-1], bufs.recv)
+        layout = self.layout
         got = Routing(layout.ids(bufs.recv).contiguous(), layout.weights(bufs.recv).contiguous())
         return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (bufs.slot[:t], bufs))
 
+    def stage_routing(self, bufs: RowBuffers, routing: Routing) -> None:
+        """This rank's routing into the staging rows (ids as int32: wider ids are clamped first, so that no invalid
+        id becomes a valid one)."""
+        stage, ids = bufs.stage[: routing.num_tokens], routing.topk_ids
+        self.stage_layout.ids(stage).copy_(ids if ids.dtype == torch.int32 else ids.clamp(_INT32.min, _INT32.max))
+        self.stage_layout.weights(stage).copy_(routing.topk_weights)
+
     def pack(self, bufs: RowBuffers, t: int) -> None:
-        """From the ``t`` staged rows to the send buffer: invalid ids dropped (expert 0, weight 0; counted), each
-        row's slots (:attr:`RowBuffers.slot`), blank ids in every slot, then every row into its slots."""
+        """From the ``t`` staged routing rows to the send buffer: invalid ids dropped (expert 0, weight 0; counted),
+        each token's slots (:attr:`RowBuffers.slot`), blank ids in every slot, then each token's routing into its
+        slots."""
         stage = bufs.stage[:t]
-        ids, weights = self.layout.ids(stage), self.layout.weights(stage)
+        ids, weights = self.stage_layout.ids(stage), self.stage_layout.weights(stage)
         bad = self.record_invalid(ids)
         ids.masked_fill_(bad, 0)
         weights.masked_fill_(bad, 0.0)
         slot = bufs.slot[:t]
         slot.copy_(self.slots(ids, bufs))
         self.layout.ids(bufs.send).copy_(bufs.blank_ids)
-        words = self.layout.width // 8  # rows move as int64 words: 8x fewer elements than bytes
-        bufs.send.view(torch.int64).index_put_((slot,), stage.view(torch.int64).unsqueeze(1).expand(t, slot.shape[1], words))
+        words = stage.view(torch.int64)
+        self.layout.routing_words(bufs.send).index_put_((slot,), words.unsqueeze(1).expand(t, slot.shape[1], words.shape[1]))
+
+    def write_hidden(self, bufs: RowBuffers, hidden_states: torch.Tensor) -> None:
+        """Each token's hidden state into its slots of the send buffer, read straight from the caller's tensor
+        (one indexed write of words; the slots come from :meth:`pack`)."""
+        t = hidden_states.shape[0]
+        slot = bufs.slot[:t]
+        words = hidden_states.contiguous().view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
+        self.layout.hidden_words(bufs.send).index_put_((slot,), words.unsqueeze(1).expand(t, slot.shape[1], words.shape[1]))
 
     def _pack_staged(self, bufs: RowBuffers, t: int) -> None:
         """:meth:`pack`, replayed from a CUDA graph in eager GPU forwards once a token count has been seen."""
@@ -248,5 +285,7 @@ class TokenRowsDispatcher(Dispatcher):
         slot, bufs = dispatched.state
         back = bufs.back
         self.send_rows(expert_output.contiguous(), back[:-1])
-        # Each token's partial results from the ranks it visited (the zero row elsewhere), summed in float32.
-        return back[slot].sum(1, dtype=torch.float32).to(expert_output.dtype)
+        # Each token's partial results from the ranks it visited (the zero row elsewhere), summed in one kernel that
+        # reads only those rows (a gather, a float32 sum and a cast took 71 µs of a 391 µs dispatch + combine,
+        # Qwen3-30B-A3B at 4096 tokens per rank, two H200s).
+        return torch.nn.functional.embedding_bag(slot, back, mode="sum")
