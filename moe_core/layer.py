@@ -74,7 +74,7 @@ class MoELayer:
             config = self.pair.config  # the activation format the pair chose
             self.dispatcher = self.pair.dispatcher.load()(config, ep_group)
             self._ep_group = ep_group
-            micro_batches(ep_group, self.dispatcher, torch.device("cpu"))  # a request the dispatcher cannot honour fails here
+            micro_batches(ep_group, self.dispatcher)  # a request the dispatcher cannot honour fails here
         elif ep_group is not None:
             raise KernelInputError("ep_group", "was given but the layer is not expert-parallel: set MoEConfig.parallel.ep_size")
         self._select = lambda tokens: select(  # noqa: E731 - cached by the resolver
@@ -138,7 +138,7 @@ class MoELayer:
                                    "is not taken by an expert-parallel layer: its dispatcher places the experts")
         self.dispatcher.check_inputs(hidden_states, routing)
         tokens = hidden_states.shape[0]
-        overlap = self._micro_batches(hidden_states.device)
+        overlap = self._micro_batches()
         if overlap is not None:
             self.dispatcher.check_token_limit(tokens)
             out = overlap(hidden_states, routing, lambda sent: self._experts(sent, tokens))
@@ -153,9 +153,9 @@ class MoELayer:
         """This rank's experts on what a dispatch delivered (``tokens``: the caller's count, for the ranking)."""
         return self._run(sent.hidden_states, sent.routing, sent.expert_map, False, tokens)
 
-    def _micro_batches(self, device: torch.device) -> MicroBatchOverlap | None:
+    def _micro_batches(self) -> MicroBatchOverlap | None:
         """The two-micro-batch schedule when this forward overlaps (its dispatchers made on first use), else None."""
-        if micro_batches(self._ep_group, self.dispatcher, device) == 1:
+        if micro_batches(self._ep_group, self.dispatcher) == 1:
             return None
         if self._overlap is None:
             make, halves = type(self.dispatcher), half_group(self._ep_group)

@@ -12,10 +12,8 @@ import torch
 import moe_core.dispatch.base as dispatch_base
 from moe_core import ExpertParallelGroup, Routing
 from moe_core.dispatch.base import Dispatched
-from moe_core.dispatch.overlap import OVERLAP_MIN_TOKENS, MicroBatchOverlap, half_group, micro_batches
+from moe_core.dispatch.overlap import MicroBatchOverlap, half_group, micro_batches
 from moe_core.errors import InvalidConfigError
-
-CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 
 
 class _Safe:
@@ -33,25 +31,17 @@ def groups(monkeypatch):
     return lambda **kw: ExpertParallelGroup(**kw)
 
 
-def test_automatic_micro_batches_overlap_fixed_large_layers_on_gpus_only(groups):
-    big, small = groups(max_tokens_per_rank=OVERLAP_MIN_TOKENS), groups(max_tokens_per_rank=OVERLAP_MIN_TOKENS - 1)
-    assert micro_batches(big, _Safe(), CUDA) == 2
-    assert micro_batches(small, _Safe(), CUDA) == 1
-    assert micro_batches(big, _Safe(), CPU) == 1  # nothing to overlap without streams
-    assert micro_batches(groups(), _Safe(), CUDA) == 1  # no fixed size: ranks could disagree
-    assert micro_batches(big, _Shared(), CUDA) == 1  # a dispatcher that shares its buffer is never doubled
-
-
-def test_an_explicit_choice_wins_and_two_micro_batches_refuse_a_shared_buffer(groups):
-    assert micro_batches(groups(max_tokens_per_rank=8, micro_batches=2), _Safe(), CPU) == 2
-    assert micro_batches(groups(max_tokens_per_rank=1 << 20, micro_batches=1), _Safe(), CUDA) == 1
+def test_micro_batches_are_the_groups_choice_and_two_refuse_a_shared_buffer(groups):
+    assert micro_batches(groups(max_tokens_per_rank=8), _Safe()) == 1  # the default: whole forwards
+    assert micro_batches(groups(max_tokens_per_rank=8, micro_batches=2), _Safe()) == 2
+    assert micro_batches(groups(micro_batches=1), _Shared()) == 1
     with pytest.raises(InvalidConfigError, match="shares one between instances"):
-        micro_batches(groups(micro_batches=2), _Shared(), CUDA)
+        micro_batches(groups(micro_batches=2), _Shared())
 
 
-@pytest.mark.parametrize("bad", [0, 3, True, 2.0, "2"])
+@pytest.mark.parametrize("bad", [0, 3, None, True, 2.0, "2"])
 def test_micro_batches_must_be_one_or_two(groups, bad):
-    with pytest.raises(InvalidConfigError, match="micro_batches must be 1, 2 or None"):
+    with pytest.raises(InvalidConfigError, match="micro_batches must be 1 or 2"):
         groups(micro_batches=bad)
 
 

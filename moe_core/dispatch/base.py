@@ -57,17 +57,16 @@ class ExpertParallelGroup:
             that fits the routing rather than the worst case, ``factor`` times the mean rows per (expert,
             source rank) — ``ceil(factor * tokens * top_k / num_experts)``, at most the tokens per rank —
             so the buffers scale with the load; overflow is reported as for ``expert_capacity``.
-        micro_batches: 2 runs each forward as two micro-batches whose transfers overlap the other one's
-            experts on a GPU (:mod:`moe_core.dispatch.overlap`; each has buffers for half the tokens); 1 runs
-            it whole; None: automatic, two on GPUs from :data:`~moe_core.dispatch.overlap.OVERLAP_MIN_TOKENS`
-            tokens per rank (``max_tokens_per_rank``: only a layer with a fixed size overlaps by itself).
+        micro_batches: 1 (default) runs each forward whole; 2 runs it as two micro-batches whose transfers
+            overlap the other one's experts on a GPU (:mod:`moe_core.dispatch.overlap`; each has buffers for
+            half the tokens). docs/expert-parallel.md says where two paid in measurements and where not.
     """
 
     group: Any = None
     max_tokens_per_rank: int | None = None
     expert_capacity: int | None = None
     expert_capacity_factor: float | None = None
-    micro_batches: int | None = None
+    micro_batches: int = 1
 
     def __post_init__(self) -> None:
         for name in ("max_tokens_per_rank", "expert_capacity"):
@@ -77,9 +76,8 @@ class ExpertParallelGroup:
         factor = self.expert_capacity_factor
         if factor is not None and (not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0):
             raise InvalidConfigError(f"ExpertParallelGroup.expert_capacity_factor must be a positive number or None, got {factor!r}")
-        batches = self.micro_batches
-        if batches is not None and (type(batches) is not int or batches not in (1, 2)):
-            raise InvalidConfigError(f"ExpertParallelGroup.micro_batches must be 1, 2 or None (automatic), got {self.micro_batches!r}")
+        if type(self.micro_batches) is not int or self.micro_batches not in (1, 2):
+            raise InvalidConfigError(f"ExpertParallelGroup.micro_batches must be 1 or 2, got {self.micro_batches!r}")
         if factor is not None and self.expert_capacity is not None:
             raise InvalidConfigError("ExpertParallelGroup: give expert_capacity or expert_capacity_factor, not both")
         if not dist.is_available() or not dist.is_initialized():

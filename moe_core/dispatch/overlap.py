@@ -29,24 +29,14 @@ from moe_core.routing import Routing
 
 Experts = Callable[[Dispatched], torch.Tensor]
 
-#: With ``ExpertParallelGroup.micro_batches`` left automatic, layers of at least this ``max_tokens_per_rank`` run
-#: two micro-batches on GPUs.
-OVERLAP_MIN_TOKENS = 1024
-
-
-def micro_batches(group: ExpertParallelGroup, dispatcher: Dispatcher, device: torch.device) -> int:
-    """How many micro-batches a forward of ``group``'s layer on ``device`` runs: the group's choice, else two on
-    GPUs for a fixed ``max_tokens_per_rank`` of at least :data:`OVERLAP_MIN_TOKENS` when ``dispatcher`` allows it
-    (:attr:`~moe_core.dispatch.base.Dispatcher.micro_batch_safe`); the same answer on every rank."""
-    if group.micro_batches is not None:
-        if group.micro_batches == 2 and not dispatcher.micro_batch_safe:
-            raise InvalidConfigError(
-                f"ExpertParallelGroup.micro_batches=2 needs a dispatcher whose instances own their buffers; "
-                f"{type(dispatcher).__name__} shares one between instances: leave micro_batches unset or use another dispatcher")
-        return group.micro_batches
-    limit = group.max_tokens_per_rank
-    overlaps = device.type == "cuda" and dispatcher.micro_batch_safe and limit is not None and limit >= OVERLAP_MIN_TOKENS
-    return 2 if overlaps else 1
+def micro_batches(group: ExpertParallelGroup, dispatcher: Dispatcher) -> int:
+    """How many micro-batches a forward of ``group``'s layer runs with ``dispatcher``: the group's choice, after
+    checking that the dispatcher allows two (:attr:`~moe_core.dispatch.base.Dispatcher.micro_batch_safe`)."""
+    if group.micro_batches == 2 and not dispatcher.micro_batch_safe:
+        raise InvalidConfigError(
+            f"ExpertParallelGroup.micro_batches=2 needs a dispatcher whose instances own their buffers; "
+            f"{type(dispatcher).__name__} shares one between instances: use micro_batches=1 or another dispatcher")
+    return group.micro_batches
 
 
 def half_group(group: ExpertParallelGroup) -> ExpertParallelGroup:
@@ -69,7 +59,8 @@ class MicroBatchOverlap:
             return None
         found = self._side.get(device)
         if found is None:
-            found = self._side[device] = torch.cuda.Stream(device)
+            # High priority: its kernels take SMs as the experts' blocks retire instead of queuing behind all of them.
+            found = self._side[device] = torch.cuda.Stream(device, priority=-1)
         return found
 
     def __call__(self, hidden_states: torch.Tensor, routing: Routing, experts: Experts) -> torch.Tensor:

@@ -1,29 +1,31 @@
-"""Token rows: each token travels once to every rank holding one of its experts, its routing in the same row.
+"""Token rows: every token travels to every rank in a fixed row, its routing in the same row.
 
 The data path shared by the dispatchers that move fixed buffers of token rows (``packed_all_to_all``
 over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Per forward, with
-``R = max_tokens_per_rank`` and ``N`` ranks:
+``R`` rows per destination (``max_tokens_per_rank``) and ``N`` ranks:
 
-* **dispatch**: the device computes, for every (token, destination rank) that holds one of the token's
-  experts, the token's slot among those sent there (a cumulative sum; no host sync). Each token's row
-  — its hidden state and its routing (global ids, float32 weights) in one byte row of ``width`` bytes, a
-  multiple of 128 — is written into its slots of the send buffer ``[N * R, width]`` by two indexed
-  writes (the routing, then the hidden states straight from the caller's tensor); the slots nothing fills
-  carry ids of an expert of another rank and weight 0 (the receiver's expert map skips them: no expert
-  work). The transport delivers slot block ``d`` to rank ``d``. The receiver's experts read the hidden
-  states and routing as views of the received rows.
-* **combine**: the experts' output ``[N * R, H]`` (each row already the weighted sum over this rank's
-  experts) goes back the same way; each token sums the rows of the ranks it visited (one
-  ``embedding_bag`` over the slots, accumulated in float32 on GPUs).
+* **dispatch**: token ``t``'s row in destination block ``d`` of the send buffer ``[N * R, width]`` is row
+  ``d * R + t``. Each row holds the token's hidden state and its routing (global ids, float32 weights) in
+  ``width`` bytes, a multiple of 128. The hidden states are written into every block with one broadcast copy
+  from the caller's tensor; a row carries the token's routing where rank ``d`` holds one of its experts, and
+  the ids of an expert of another rank elsewhere (rows past the forward's tokens too), which the receiver's
+  expert map skips: no expert work. The transport delivers block ``d`` to rank ``d``; the receiver's experts
+  read the hidden states and routing as views of the received rows. The fixed buffers travel whole whatever
+  the routing, so a row per (token, rank) costs no bytes that packing the rows would save, and needs no slot
+  computation.
+* **combine**: the experts' output ``[N * R, H]`` (each row already the weighted sum over this rank's experts;
+  zero for a row with no pair on this rank, as every expert-map kernel promises) goes back the same way; row
+  ``t`` of every returned block belongs to token ``t``, so the result is one sum over the blocks, accumulated
+  in float32.
 
 Buffers are allocated once per (layer, device, ``R``) and reused, so addresses never change (CUDA graphs
-capture it). A token visits a rank at most once, so ``R`` rows per destination never overflow.
+capture it).
 
 Eager forwards on a GPU launch few kernels: the caller's routing is copied into staging rows, and the device
-work between staging and the hidden states' write (the routing guard, the slots, the blank ids, the routing's
-indexed write; about twenty small kernels) is replayed from a CUDA graph of its own, captured by the second
-forward of each token count (a synchronisation, once); the hidden states' write and the transport follow. While the caller
-captures a graph, and on CPUs, the same work runs as plain torch ops.
+work between staging and the hidden states' copy (the routing guard, each token's destination ranks, the
+routing or blank ids of every row; about fifteen small kernels) is replayed from a CUDA graph of its own,
+captured by the second forward of each token count (a synchronisation, once); the hidden states' copy and the
+transport follow. While the caller captures a graph, and on CPUs, the same work runs as plain torch ops.
 """
 
 from __future__ import annotations
@@ -105,9 +107,9 @@ class RowLayout:
 class RowBuffers:
     """The buffers of one (device, rows per destination): reused by every forward.
 
-    ``send`` [N*R + 1, width] (the last row takes the (token, rank) pairs that send nothing); ``stage``
-    [R, 8 * top_k] bytes, this rank's routing (ids, then weights); ``blank_ids`` [N*R + 1, k], the ids unused slots carry;
-    ``recv`` [N*R, width]; ``back`` [N*R + 1, H] (last row zero: what a rank a token did not visit adds)."""
+    ``send`` [N*R, width]; ``stage`` [R, 8 * top_k] bytes, this rank's routing (ids, then weights);
+    ``blank_ids`` [N*R, k], the ids a row carries where its destination holds none of the token's experts;
+    ``recv`` [N*R, width]; ``back`` [N*R, H]."""
 
     rows: int
     send: torch.Tensor
@@ -115,8 +117,6 @@ class RowBuffers:
     blank_ids: torch.Tensor
     recv: torch.Tensor
     back: torch.Tensor
-    first_slot: torch.Tensor  # int64 [N]: d * R
-    slot: torch.Tensor  # int64 [R, N]: each staged token's send row per destination (the trash row where none)
     pack_graphs: dict = field(default_factory=dict)  # tokens -> CUDA graph of the pack step (None: seen once)
 
 
@@ -175,16 +175,15 @@ class TokenRowsDispatcher(Dispatcher):
 
     def _make_buffers(self, device: torch.device, rows: int) -> RowBuffers:
         ep, n_local, k = self.config.parallel.ep_size, self.local_experts, self.config.top_k
-        slots = ep * rows
         width = self.layout.width
-        # An unused slot of destination d routes to the first expert of rank d + 1: never one of d's.
+        # A blank row of destination d routes to the first expert of rank d + 1: never one of d's.
         elsewhere = ((torch.arange(ep, device=device, dtype=torch.int32) + 1) % ep) * n_local
-        blank = torch.cat((elsewhere.repeat_interleave(rows), elsewhere[:1])).view(-1, 1).expand(slots + 1, k).contiguous()
-        send = torch.zeros(slots + 1, width, dtype=torch.uint8, device=device)
-        recv = self.allocate_received((slots, width), torch.uint8, device)
-        back = self.allocate_received((slots + 1, self.config.hidden_size), self.config.dtype, device)
-        return RowBuffers(rows, send, torch.zeros(rows, self.layout.routing_bytes, dtype=torch.uint8, device=device), blank, recv, back,
-                          torch.arange(ep, device=device) * rows, torch.zeros(rows, ep, dtype=torch.int64, device=device))
+        blank = elsewhere.repeat_interleave(rows).view(-1, 1).expand(ep * rows, k).contiguous()
+        send = torch.zeros(ep * rows, width, dtype=torch.uint8, device=device)
+        recv = self.allocate_received((ep * rows, width), torch.uint8, device)
+        back = self.allocate_received((ep * rows, self.config.hidden_size), self.config.dtype, device)
+        stage = torch.zeros(rows, self.layout.routing_bytes, dtype=torch.uint8, device=device)
+        return RowBuffers(rows, send, stage, blank, recv, back)
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
         t = hidden_states.shape[0]
@@ -193,10 +192,10 @@ class TokenRowsDispatcher(Dispatcher):
         self.stage_routing(bufs, routing)
         self._pack_staged(bufs, t)
         self.write_hidden(bufs, hidden_states)
-        self.send_rows(bufs.send[:-1], bufs.recv)
+        self.send_rows(bufs.send, bufs.recv)
         layout = self.layout
         got = Routing(layout.ids(bufs.recv).contiguous(), layout.weights(bufs.recv).contiguous())
-        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (bufs.slot[:t], bufs))
+        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (t, bufs))
 
     def stage_routing(self, bufs: RowBuffers, routing: Routing) -> None:
         """This rank's routing into the staging rows (ids as int32: wider ids are clamped first, so that no invalid
@@ -206,27 +205,37 @@ class TokenRowsDispatcher(Dispatcher):
         self.stage_layout.weights(stage).copy_(routing.topk_weights)
 
     def pack(self, bufs: RowBuffers, t: int) -> None:
-        """From the ``t`` staged routing rows to the send buffer: invalid ids dropped (expert 0, weight 0; counted),
-        each token's slots (:attr:`RowBuffers.slot`), blank ids in every slot, then each token's routing into its
-        slots."""
+        """From the ``t`` staged routing rows to the send buffer's routing: invalid ids dropped (expert 0, weight
+        0; counted), then every row blank but those of the first ``t`` tokens whose destination holds one of
+        their experts, which carry the token's routing."""
         stage = bufs.stage[:t]
         ids, weights = self.stage_layout.ids(stage), self.stage_layout.weights(stage)
         bad = self.record_invalid(ids)
         ids.masked_fill_(bad, 0)
         weights.masked_fill_(bad, 0.0)
-        slot = bufs.slot[:t]
-        slot.copy_(self.slots(ids, bufs))
-        self.layout.ids(bufs.send).copy_(bufs.blank_ids)
-        words = stage.view(torch.int64)
-        self.layout.routing_words(bufs.send).index_put_((slot,), words.unsqueeze(1).expand(t, slot.shape[1], words.shape[1]))
+        send_ids = self.layout.ids(bufs.send)
+        send_ids.copy_(bufs.blank_ids)
+        blocks = self.blocks(send_ids)[:, :t]
+        wanted = self.destinations(ids).unsqueeze(-1)  # [N, t, 1]
+        blocks.copy_(torch.where(wanted, ids, blocks))
+        self.blocks(self.layout.weights(bufs.send))[:, :t].copy_(torch.where(wanted, weights, 0.0))
+
+    def destinations(self, topk_ids: torch.Tensor) -> torch.Tensor:
+        """bool [N, T]: whether rank ``d`` holds one of token ``t``'s experts (ids already valid)."""
+        owner = torch.div(topk_ids, self.local_experts, rounding_mode="floor").long()
+        wanted = torch.zeros(topk_ids.shape[0], self.config.parallel.ep_size, dtype=torch.bool, device=topk_ids.device)
+        return wanted.scatter_(1, owner, True).t()
+
+    def blocks(self, rows: torch.Tensor) -> torch.Tensor:
+        """``[N * R, ...]`` rows as ``[N, R, ...]``: one block per destination rank (a view)."""
+        return rows.view(self.config.parallel.ep_size, -1, *rows.shape[1:])
 
     def write_hidden(self, bufs: RowBuffers, hidden_states: torch.Tensor) -> None:
-        """Each token's hidden state into its slots of the send buffer, read straight from the caller's tensor
-        (one indexed write of words; the slots come from :meth:`pack`)."""
-        t = hidden_states.shape[0]
-        slot = bufs.slot[:t]
+        """The hidden states into their rows of every block, read straight from the caller's tensor (one copy of
+        words)."""
         words = hidden_states.contiguous().view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
-        self.layout.hidden_words(bufs.send).index_put_((slot,), words.unsqueeze(1).expand(t, slot.shape[1], words.shape[1]))
+        target = self.blocks(self.layout.hidden_words(bufs.send))[:, : words.shape[0]]
+        target.copy_(words.unsqueeze(0).expand_as(target))
 
     def _pack_staged(self, bufs: RowBuffers, t: int) -> None:
         """:meth:`pack`, replayed from a CUDA graph in eager GPU forwards once a token count has been seen."""
@@ -269,23 +278,8 @@ class TokenRowsDispatcher(Dispatcher):
         bufs.pack_graphs[t] = graph
         return graph
 
-    def slots(self, topk_ids: torch.Tensor, bufs: RowBuffers) -> torch.Tensor:
-        """int64 [T, N]: the send-buffer row of each (token, destination rank); the trash row where the token
-        has no expert on that rank. Tokens keep their order within each destination's block."""
-        owner = torch.div(topk_ids, self.local_experts, rounding_mode="floor").long()
-        wanted = torch.zeros(topk_ids.shape[0], self.config.parallel.ep_size, dtype=torch.bool, device=topk_ids.device)
-        wanted.scatter_(1, owner, True)
-        # The running count down the tokens, scanned along the last dimension of the [N, T] transpose: a scan down
-        # the first dimension of [T, N] has only N columns to spread over the GPU (it took 379 of peer_copy's 724 µs
-        # of device time per dispatch + combine, Qwen3-30B-A3B at 4096 tokens per rank, two H200s).
-        running = wanted.t().contiguous().cumsum(1).t()
-        return torch.where(wanted, running + (bufs.first_slot - 1), bufs.send.shape[0] - 1)
-
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        slot, bufs = dispatched.state
-        back = bufs.back
-        self.send_rows(expert_output.contiguous(), back[:-1])
-        # Each token's partial results from the ranks it visited (the zero row elsewhere), summed in one kernel that
-        # reads only those rows (a gather, a float32 sum and a cast took 71 µs of a 391 µs dispatch + combine,
-        # Qwen3-30B-A3B at 4096 tokens per rank, two H200s).
-        return torch.nn.functional.embedding_bag(slot, back, mode="sum")
+        t, bufs = dispatched.state
+        self.send_rows(expert_output.contiguous(), bufs.back)
+        # Row t of every returned block is token t's result on that rank (zero where it had no expert there).
+        return self.blocks(bufs.back)[:, :t].sum(0)

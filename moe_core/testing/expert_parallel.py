@@ -74,7 +74,7 @@ class EPCase:
     max_tokens_per_rank: int | None = None
     expert_capacity: int | None = None
     expert_capacity_factor: float | None = None
-    micro_batches: int | None = None
+    micro_batches: int = 1
     backend: str = "auto"
     invalid_id: bool = False
     seed: int = 0
