@@ -94,10 +94,10 @@ def _overlappable(dispatcher: str) -> bool:
 
 
 def bench_capacity(tokens: int, top_k: int, experts: int) -> int:
-    """``batched_all_to_all``'s expert capacity in the benchmark: twice the mean rows per (expert, source rank),
-    at least 16, at most ``tokens``. The default (``tokens``) never overflows but, with 128 experts and 4096
+    """``batched_all_to_all``'s expert capacity in the benchmark: three times the mean rows per (expert, source
+    rank), at least 32, at most ``tokens`` (twice the mean, at least 16, overflowed for DeepSeek-V3 at 256 tokens). The default (``tokens``) never overflows but, with 128 experts and 4096
     tokens, sends 2 GB a rank; an engine sizes it from its load. Overflow would raise at ``layer.check()``."""
-    return min(tokens, max(16, 2 * -(-tokens * top_k // experts)))
+    return min(tokens, max(32, 3 * -(-tokens * top_k // experts)))
 
 
 # ---------------------------------------------------------------------------------------------- timing method

@@ -48,7 +48,7 @@ def test_each_row_carries_its_token_and_the_routing_only_where_its_rank_holds_on
     x = torch.randn(t, 16)
     weights = torch.rand(t, k)
     d.stage_routing(bufs, Routing(torch.tensor(ids, dtype=torch.int64).view(t, k), weights))
-    d.pack(bufs, t)
+    d.pack(bufs)
     d.write_hidden(bufs, x)
     sent_ids, sent_weights = d.layout.ids(bufs.send), d.layout.weights(bufs.send)
     # Oracle, written independently: row dest * rows + token; the token's routing if dest holds one of its experts.
@@ -152,7 +152,7 @@ def test_peer_copy_refuses_cpu_tensors_with_what_to_use_instead():
 
 
 class _ReplayCounter:
-    """Stands in for a CUDA graph of the pack step on a CPU: replaying runs the step."""
+    """Stands in for a CUDA graph of a step on a CPU: replaying runs the step."""
 
     def __init__(self, step):
         self.step, self.replays = step, 0
@@ -162,54 +162,71 @@ class _ReplayCounter:
         self.step()
 
 
-class _GraphedOnCpu(PackedAllToAllDispatcher):
-    """The pack-graph bookkeeping of GPU forwards, exercised on a CPU with a stand-in graph; ``capturing`` stands
-    for an outer CUDA-graph capture, under which the step must run as plain ops (a replay there is an error)."""
+class _Loopback(PackedAllToAllDispatcher):
+    """A transport without a process group: each rank receives its own send buffer (same on both sides of a test)."""
+
+    def send_rows(self, send, recv):
+        recv.copy_(send)
+
+
+class _GraphedOnCpu(_Loopback):
+    """The step-graph bookkeeping of eager GPU forwards, exercised on a CPU with a stand-in graph; ``capturing``
+    stands for an outer CUDA-graph capture, under which the steps must run as plain ops (a replay there is an error)."""
 
     capturing = False
 
-    def _pack_graphable(self, device):
+    def _graphable(self, device):
         return not self.capturing
 
-    def _capture_pack(self, bufs, t):
-        graph = bufs.pack_graphs[t] = _ReplayCounter(lambda: self.pack(bufs, t))
+    def _capture(self, bufs, name, step):
+        graph = bufs.graphs[name] = _ReplayCounter(step)
         return graph
 
 
-def test_eager_forwards_replay_the_pack_step_from_the_second_forward_of_a_token_count(monkeypatch):
-    import moe_core.dispatch.token_rows as token_rows
+def _forward(d, x, r):
+    sent = d.dispatch(x, r)
+    return sent, d.combine(sent.hidden_states * 2, sent)
 
-    monkeypatch.setattr(token_rows, "MAX_PACK_GRAPHS", 2)
+
+def _graphed_and_plain(rows: int):
     cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
-    graphed, plain = _GraphedOnCpu(cfg, _Group(0, 2, 8)), PackedAllToAllDispatcher(cfg, _Group(0, 2, 8))
-    gb, pb = graphed.buffers(torch.device("cpu"), 8), plain.buffers(torch.device("cpu"), 8)
+    return _GraphedOnCpu(cfg, _Group(0, 2, rows)), _Loopback(cfg, _Group(0, 2, rows))
+
+
+def test_eager_forwards_replay_both_steps_from_the_second_forward_of_a_buffer_set():
+    graphed, plain = _graphed_and_plain(8)
     gen = torch.Generator().manual_seed(0)
-    for t in (5, 5, 5, 6, 7, 7, 6):
+    for t in (5, 8, 0, 3, 7):  # any token count: the graphs belong to the buffer set (8 rows), not to the count
         x, r = torch.randn(t, 16, generator=gen), Routing.from_logits(torch.randn(t, 8, generator=gen), 2)
-        for d, b in ((graphed, gb), (plain, pb)):
-            d.stage_routing(b, r)
-            d._pack_staged(b, t)
-            d.write_hidden(b, x)
-        assert torch.equal(gb.send, pb.send)
-    # 5: seen, captured and replayed, replayed; 6: seen, then captured and replayed; 7: beyond the limit, plain ops.
-    assert {t: g.replays if g is not None else None for t, g in gb.pack_graphs.items()} == {5: 2, 6: 1}
+        (gs, gout), (ps, pout) = _forward(graphed, x, r), _forward(plain, x, r)
+        assert torch.equal(gout, pout) and torch.equal(gs.routing.topk_ids, ps.routing.topk_ids)
+        assert torch.equal(gs.hidden_states, ps.hidden_states) and torch.equal(gs.routing.topk_weights, ps.routing.topk_weights)
+    graphs = graphed.buffers(torch.device("cpu"), 8).graphs
+    # the first forward runs as ops; the second captures both steps and replays them, as do the three after it
+    assert {name: g.replays for name, g in graphs.items()} == {"dispatch": 4, "combine": 4}
 
 
-def test_under_an_outer_capture_the_pack_step_runs_as_plain_ops_even_where_a_graph_exists():
-    cfg = MoEConfig(8, 2, 16, 8, dtype=torch.float32, parallel=ParallelConfig(ep_size=2))
-    graphed, plain = _GraphedOnCpu(cfg, _Group(0, 2, 8)), PackedAllToAllDispatcher(cfg, _Group(0, 2, 8))
-    gb, pb = graphed.buffers(torch.device("cpu"), 8), plain.buffers(torch.device("cpu"), 8)
+def test_under_an_outer_capture_the_steps_run_as_plain_ops_even_where_graphs_exist():
+    graphed, plain = _graphed_and_plain(8)
     gen = torch.Generator().manual_seed(1)
     for capturing in (False, False, True, True, False):
         graphed.capturing = capturing
         x, r = torch.randn(5, 16, generator=gen), Routing.from_logits(torch.randn(5, 8, generator=gen), 2)
-        for d, b in ((graphed, gb), (plain, pb)):
-            d.stage_routing(b, r)
-            d._pack_staged(b, 5)
-            d.write_hidden(b, x)
-        assert torch.equal(gb.send, pb.send)
+        assert torch.equal(_forward(graphed, x, r)[1], _forward(plain, x, r)[1])
     # captured and replayed on the second forward, not replayed under the two captures, replayed after them
-    assert gb.pack_graphs[5].replays == 2
+    graphs = graphed.buffers(torch.device("cpu"), 8).graphs
+    assert graphs["dispatch"].replays == graphs["combine"].replays == 2
+
+
+def test_rows_past_the_forwards_tokens_are_blank_after_a_larger_forward():
+    """A forward of fewer tokens than the last must not send the last forward's routing in the rows it leaves."""
+    _, d = _graphed_and_plain(8)
+    gen = torch.Generator().manual_seed(2)
+    d.dispatch(torch.randn(8, 16, generator=gen), Routing.from_logits(torch.randn(8, 8, generator=gen), 2))
+    d.dispatch(torch.randn(3, 16, generator=gen), Routing.from_logits(torch.randn(3, 8, generator=gen), 2))
+    bufs = d.buffers(torch.device("cpu"), 8)
+    sent = d.blocks(d.layout.ids(bufs.send))[:, 3:]
+    assert torch.equal(sent, d.blocks(bufs.blank_ids)[:, 3:])
 
 
 def test_buffer_sets_are_bounded_and_the_oldest_goes_first():

@@ -21,11 +21,14 @@ over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Pe
 Buffers are allocated once per (layer, device, ``R``) and reused, so addresses never change (CUDA graphs
 capture it).
 
-Eager forwards on a GPU launch few kernels: the caller's routing is copied into staging rows, and the device
-work between staging and the hidden states' copy (the routing guard, each token's destination ranks, the
-routing or blank ids of every row; about fifteen small kernels) is replayed from a CUDA graph of its own,
-captured by the second forward of each token count (a synchronisation, once); the hidden states' copy and the
-transport follow. While the caller captures a graph, and on CPUs, the same work runs as plain torch ops.
+Eager forwards on a GPU launch few kernels and make no collective call through ``torch.distributed``: the
+caller's routing is copied into staging rows and its hidden states into the send buffer, and the rest of the
+dispatch (the routing guard, each token's destination ranks, the routing or blank ids of every row, the transport,
+the received routing) is replayed from a CUDA graph of its own; the combine copies the experts' output into a
+fixed buffer, replays its transport and sums. Both graphs belong to a buffer set (rows per destination, the same
+on every rank), so every rank captures them at the same forward, the second one of that set (a synchronisation,
+once), and replays them from then on. While the caller captures a graph, and on CPUs, the same work runs as plain
+torch ops.
 """
 
 from __future__ import annotations
@@ -47,8 +50,6 @@ _INT32 = torch.iinfo(torch.int32)
 #: row stride, in elements of any dtype up to 8 bytes, is a multiple of 16, which Triton's kernels specialize on
 #: (a stride it cannot prove divisible by 16 costs vectorized loads of the experts' GEMM over the received rows).
 ROW_ALIGN = 128
-#: Token counts whose pack step is kept as a CUDA graph, per buffers; others run as plain ops.
-MAX_PACK_GRAPHS = 16
 #: Buffer sets kept per dispatcher (one per row count; the oldest is dropped first, but never one a CUDA graph
 #: was captured with). With a fixed ``max_tokens_per_rank`` there is only one; without it, row counts are powers of two.
 MAX_BUFFER_SETS = 4
@@ -105,19 +106,24 @@ class RowLayout:
 
 @dataclass(frozen=True, eq=False)
 class RowBuffers:
-    """The buffers of one (device, rows per destination): reused by every forward.
+    """The buffers of one (device, rows per destination ``R``): reused by every forward.
 
-    ``send`` [N*R, width]; ``stage`` [R, 8 * top_k] bytes, this rank's routing (ids, then weights);
-    ``blank_ids`` [N*R, k], the ids a row carries where its destination holds none of the token's experts;
-    ``recv`` [N*R, width]; ``back`` [N*R, H]."""
+    ``send`` [N*R, width]; ``stage`` [R, 8 * top_k] bytes, this rank's routing (ids, then weights); ``live``
+    bool [R], which staged rows hold this forward's tokens; ``blank_ids`` [N*R, k], the ids a row carries where its
+    destination holds none of the token's experts; ``recv`` [N*R, width] and the received routing ``recv_ids``,
+    ``recv_weights`` [N*R, k]; ``out`` [N*R, H], the experts' output to send back; ``back`` [N*R, H]."""
 
     rows: int
     send: torch.Tensor
     stage: torch.Tensor
+    live: torch.Tensor
     blank_ids: torch.Tensor
     recv: torch.Tensor
+    recv_ids: torch.Tensor
+    recv_weights: torch.Tensor
+    out: torch.Tensor
     back: torch.Tensor
-    pack_graphs: dict = field(default_factory=dict)  # tokens -> CUDA graph of the pack step (None: seen once)
+    graphs: dict = field(default_factory=dict)  # step name -> its CUDA graph (None: seen once, captured next time)
 
 
 class TokenRowsDispatcher(Dispatcher):
@@ -135,8 +141,8 @@ class TokenRowsDispatcher(Dispatcher):
         self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
         #: Keys of the buffer sets a CUDA graph was captured with: never dropped.
         self._pinned: set[tuple[torch.device, int]] = set()
-        #: Replay the pack step of eager GPU forwards from CUDA graphs (False after a capture failed: plain ops).
-        self.graph_pack = True
+        #: Replay the steps of eager GPU forwards from CUDA graphs (False after a capture failed: plain ops).
+        self.graph_steps = True
 
     # ------------------------------------------------------------------ transport (subclasses)
     @abc.abstractmethod
@@ -174,51 +180,65 @@ class TokenRowsDispatcher(Dispatcher):
         return rows if self.group.max_tokens_per_rank is not None else 1 << (rows - 1).bit_length()
 
     def _make_buffers(self, device: torch.device, rows: int) -> RowBuffers:
-        ep, n_local, k = self.config.parallel.ep_size, self.local_experts, self.config.top_k
+        ep, n_local, k, hidden = self.config.parallel.ep_size, self.local_experts, self.config.top_k, self.config.hidden_size
         width = self.layout.width
         # A blank row of destination d routes to the first expert of rank d + 1: never one of d's.
         elsewhere = ((torch.arange(ep, device=device, dtype=torch.int32) + 1) % ep) * n_local
         blank = elsewhere.repeat_interleave(rows).view(-1, 1).expand(ep * rows, k).contiguous()
-        send = torch.zeros(ep * rows, width, dtype=torch.uint8, device=device)
-        recv = self.allocate_received((ep * rows, width), torch.uint8, device)
-        back = self.allocate_received((ep * rows, self.config.hidden_size), self.config.dtype, device)
-        stage = torch.zeros(rows, self.layout.routing_bytes, dtype=torch.uint8, device=device)
-        return RowBuffers(rows, send, stage, blank, recv, back)
+        return RowBuffers(
+            rows,
+            send=torch.zeros(ep * rows, width, dtype=torch.uint8, device=device),
+            stage=torch.zeros(rows, self.layout.routing_bytes, dtype=torch.uint8, device=device),
+            live=torch.zeros(rows, dtype=torch.bool, device=device),
+            blank_ids=blank,
+            recv=self.allocate_received((ep * rows, width), torch.uint8, device),
+            recv_ids=torch.zeros(ep * rows, k, dtype=torch.int32, device=device),
+            recv_weights=torch.zeros(ep * rows, k, dtype=torch.float32, device=device),
+            out=torch.zeros(ep * rows, hidden, dtype=self.config.dtype, device=device),
+            back=self.allocate_received((ep * rows, hidden), self.config.dtype, device),
+        )
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
         t = hidden_states.shape[0]
         device = hidden_states.device
         bufs = self.buffers(device, self.rows_per_rank(t, device))
         self.stage_routing(bufs, routing)
-        self._pack_staged(bufs, t)
         self.write_hidden(bufs, hidden_states)
-        self.send_rows(bufs.send, bufs.recv)
-        layout = self.layout
-        got = Routing(layout.ids(bufs.recv).contiguous(), layout.weights(bufs.recv).contiguous())
-        return Dispatched(layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (t, bufs))
+        self._run_step(bufs, "dispatch", lambda: self.dispatch_step(bufs))
+        got = Routing(bufs.recv_ids, bufs.recv_weights)
+        return Dispatched(self.layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (t, bufs))
 
     def stage_routing(self, bufs: RowBuffers, routing: Routing) -> None:
         """This rank's routing into the staging rows (ids as int32: wider ids are clamped first, so that no invalid
-        id becomes a valid one)."""
-        stage, ids = bufs.stage[: routing.num_tokens], routing.topk_ids
+        id becomes a valid one), and which rows hold it."""
+        t, ids = routing.num_tokens, routing.topk_ids
+        stage = bufs.stage[:t]
         self.stage_layout.ids(stage).copy_(ids if ids.dtype == torch.int32 else ids.clamp(_INT32.min, _INT32.max))
         self.stage_layout.weights(stage).copy_(routing.topk_weights)
+        bufs.live.fill_(False)
+        bufs.live[:t] = True
 
-    def pack(self, bufs: RowBuffers, t: int) -> None:
-        """From the ``t`` staged routing rows to the send buffer's routing: invalid ids dropped (expert 0, weight
-        0; counted), then every row blank but those of the first ``t`` tokens whose destination holds one of
-        their experts, which carry the token's routing."""
-        stage = bufs.stage[:t]
-        ids, weights = self.stage_layout.ids(stage), self.stage_layout.weights(stage)
-        bad = self.record_invalid(ids)
+    def dispatch_step(self, bufs: RowBuffers) -> None:
+        """Everything of a dispatch after staging: :meth:`pack`, the transport, the received routing."""
+        self.pack(bufs)
+        self.send_rows(bufs.send, bufs.recv)
+        bufs.recv_ids.copy_(self.layout.ids(bufs.recv))
+        bufs.recv_weights.copy_(self.layout.weights(bufs.recv))
+
+    def pack(self, bufs: RowBuffers) -> None:
+        """From the staged routing to the send buffer's routing: invalid ids dropped (expert 0, weight 0; counted),
+        then every row blank but those of this forward's tokens whose destination holds one of their experts, which
+        carry the token's routing. Rows past the forward's tokens hold earlier forwards' routing, already cleaned."""
+        ids, weights = self.stage_layout.ids(bufs.stage), self.stage_layout.weights(bufs.stage)
+        bad = self.record_invalid(ids) & bufs.live.unsqueeze(1)
         ids.masked_fill_(bad, 0)
         weights.masked_fill_(bad, 0.0)
         send_ids = self.layout.ids(bufs.send)
         send_ids.copy_(bufs.blank_ids)
-        blocks = self.blocks(send_ids)[:, :t]
-        wanted = self.destinations(ids).unsqueeze(-1)  # [N, t, 1]
+        blocks = self.blocks(send_ids)
+        wanted = (self.destinations(ids) & bufs.live).unsqueeze(-1)  # [N, R, 1]
         blocks.copy_(torch.where(wanted, ids, blocks))
-        self.blocks(self.layout.weights(bufs.send))[:, :t].copy_(torch.where(wanted, weights, 0.0))
+        self.blocks(self.layout.weights(bufs.send)).copy_(torch.where(wanted, weights, 0.0))
 
     def destinations(self, topk_ids: torch.Tensor) -> torch.Tensor:
         """bool [N, T]: whether rank ``d`` holds one of token ``t``'s experts (ids already valid)."""
@@ -237,49 +257,53 @@ class TokenRowsDispatcher(Dispatcher):
         target = self.blocks(self.layout.hidden_words(bufs.send))[:, : words.shape[0]]
         target.copy_(words.unsqueeze(0).expand_as(target))
 
-    def _pack_staged(self, bufs: RowBuffers, t: int) -> None:
-        """:meth:`pack`, replayed from a CUDA graph in eager GPU forwards once a token count has been seen."""
+    def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
+        t, bufs = dispatched.state
+        if self._graphable(bufs.send.device):
+            bufs.out.copy_(expert_output)  # the combine graph sends from this fixed buffer
+            self._run_step(bufs, "combine", lambda: self.send_rows(bufs.out, bufs.back))
+        else:
+            self.send_rows(expert_output.contiguous(), bufs.back)
+        # Row t of every returned block is token t's result on that rank (zero where it had no expert there).
+        return self.blocks(bufs.back)[:, :t].sum(0)
+
+    # ------------------------------------------------------------------ eager steps from CUDA graphs
+    def _run_step(self, bufs: RowBuffers, name: str, step) -> None:
+        """``step()``, replayed from a CUDA graph in eager GPU forwards from the second forward of ``bufs``."""
         graph = None
-        if self._pack_graphable(bufs.send.device):  # never under an outer capture: a replay there is an error
-            graph = bufs.pack_graphs.get(t)
-            if graph is None and t in bufs.pack_graphs:
-                graph = self._capture_pack(bufs, t)
-            elif t not in bufs.pack_graphs and len(bufs.pack_graphs) < MAX_PACK_GRAPHS:
-                bufs.pack_graphs[t] = None  # seen once, run eagerly (warm-up); the next forward captures
+        if self._graphable(bufs.send.device):  # never under an outer capture: a replay there is an error
+            if name in bufs.graphs:
+                graph = bufs.graphs[name] or self._capture(bufs, name, step)
+            else:
+                bufs.graphs[name] = None  # seen once, run as ops (warm-up); the next forward captures
         if graph is None:
-            self.pack(bufs, t)
+            step()
         else:
             graph.replay()
 
-    def _pack_graphable(self, device: torch.device) -> bool:
-        """Whether the pack step may come from a graph of its own: eager forwards on a GPU, unless a capture failed."""
-        return device.type == "cuda" and self.graph_pack and not self._under_capture(device)
+    def _graphable(self, device: torch.device) -> bool:
+        """Whether steps may come from graphs of their own: eager forwards on a GPU, unless a capture failed."""
+        return device.type == "cuda" and self.graph_steps and not self._under_capture(device)
 
     @staticmethod
     def _under_capture(device: torch.device) -> bool:
         """Whether this forward is being captured into a CUDA graph."""
         return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
-    def _capture_pack(self, bufs: RowBuffers, t: int):
-        """A CUDA graph of :meth:`pack` for ``t`` tokens (kept in ``bufs``), or None after logging why not."""
+    def _capture(self, bufs: RowBuffers, name: str, step):
+        """A CUDA graph of ``step`` (kept in ``bufs``), or None after logging why not (plain ops from then on)."""
         device = bufs.send.device
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-                self.pack(bufs, t)
+                step()
         except Exception as exc:  # noqa: BLE001 - any capture failure: plain ops from now on
-            logger.warning("%s: capturing the pack step failed, eager forwards run it as plain ops: %s", type(self).__name__, exc)
-            self.graph_pack = False
-            bufs.pack_graphs.clear()
+            logger.warning("%s: capturing its %s step failed, eager forwards run it as plain ops: %s", type(self).__name__, name, exc)
+            self.graph_steps = False
+            bufs.graphs.clear()
             return None
         torch.cuda.current_stream(device).wait_stream(stream)
-        bufs.pack_graphs[t] = graph
+        bufs.graphs[name] = graph
         return graph
-
-    def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        t, bufs = dispatched.state
-        self.send_rows(expert_output.contiguous(), bufs.back)
-        # Row t of every returned block is token t's result on that rank (zero where it had no expert there).
-        return self.blocks(bufs.back)[:, :t].sum(0)
