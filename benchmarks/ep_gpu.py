@@ -403,6 +403,7 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--budget-s", type=float, default=1e9,
                    help="seconds from the start after which no new timing case starts (all ranks together)")
+    p.add_argument("--dispatchers", help="comma-separated: only these dispatchers (default: every one the transport runs)")
     p.add_argument("--no-isolated", action="store_true", help=f"skip {', '.join(ISOLATED)} (run in a group of its own)")
     p.add_argument("--json", help="write every result here (rewritten after each group of processes)")
     p.add_argument("--write-dispatch-ranking", help="write the measured dispatcher ranking here (merged into an existing file)")
@@ -410,7 +411,7 @@ def main() -> int:
     if args.small:
         args.shapes = "tiny"
     backend = "nccl" if args.device == "cuda" and not args.one_gpu else "gloo"
-    available = dispatchers_for(backend)
+    available = [d for d in dispatchers_for(backend) if not args.dispatchers or d in args.dispatchers.split(",")]
     groups = [[d for d in available if d not in ISOLATED]] + ([[d for d in available if d in ISOLATED]] if not args.no_isolated else [])
     groups = [g for g in groups if g]
     deadline = time.monotonic() + args.budget_s

@@ -34,6 +34,9 @@ class PeerCopyDispatcher(TokenRowsDispatcher):
     def __init__(self, config, group):
         super().__init__(config, group)
         self._peers: dict[int, tuple] = {}  # data_ptr of a receive buffer -> (its handle, every rank's view of it)
+        # Eager forwards run their steps as ops: the transport makes no collective call to save, and on two H200s
+        # (torch 2.11) eager forwards replaying the steps' own graphs, barrier included, never finished.
+        self.graph_steps = False
 
     def allocate_received(self, shape, dtype, device):
         if device.type != "cuda":
