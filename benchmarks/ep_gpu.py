@@ -65,10 +65,17 @@ def dispatchers_for(backend: str) -> list[str]:
 
 
 def _dims(shape: str) -> tuple[int, int, int, int]:
+    shape = shape.partition("@")[0]
     if shape == "tiny":
         return 8, 2, 128, 128
     m = model(shape)
     return m.num_experts, m.top_k, m.hidden_size, m.intermediate_size
+
+
+def timed_scheme(shape: str):
+    """The scheme a shape is timed in: ``name@scheme`` names it (``qwen3-30b-a3b@fp8-block``), else TIMED_SCHEME."""
+    name, _, chosen = shape.partition("@")
+    return scheme(chosen or TIMED_SCHEME[name])
 
 
 def equality_cases(shapes: list[str], dispatchers: list[str]) -> list[EPCase]:
@@ -82,6 +89,9 @@ def equality_cases(shapes: list[str], dispatchers: list[str]) -> list[EPCase]:
                                   scheme=sch, dtype=torch.bfloat16))
                 out.append(EPCase(f"{label}/{sch}/{d}/skewed", d, tokens=(40, 0), experts=e, top_k=k, hidden=h, intermediate=i,
                                   scheme=sch, dtype=torch.bfloat16, routing="skewed", max_tokens_per_rank=64))
+                if sch == "fp8-block" and _sends_fp8_rows(d):
+                    out.append(EPCase(f"{label}/{sch}/{d}/fp8-rows", d, tokens=(48, 33), experts=e, top_k=k, hidden=h, intermediate=i,
+                                      scheme=sch, dtype=torch.bfloat16, max_tokens_per_rank=64, fp8_dispatch=True))
                 if _overlappable(d):  # the two micro-batches' streams only exist on GPUs: checked here
                     out.append(EPCase(f"{label}/{sch}/{d}/two-micro-batches", d, tokens=(48, 33), experts=e, top_k=k, hidden=h,
                                       intermediate=i, scheme=sch, dtype=torch.bfloat16, max_tokens_per_rank=64, micro_batches=2))
@@ -91,6 +101,11 @@ def equality_cases(shapes: list[str], dispatchers: list[str]) -> list[EPCase]:
 def _overlappable(dispatcher: str) -> bool:
     """Whether the dispatcher may run as two overlapped micro-batches (its instances own their buffers)."""
     return next(s for s in SPECS if s.name == dispatcher).load().micro_batch_safe
+
+
+def _sends_fp8_rows(dispatcher: str) -> bool:
+    """Whether the dispatcher can send an fp8-block layer's tokens as fp8 rows (ExpertParallelGroup.fp8_dispatch)."""
+    return next(s for s in SPECS if s.name == dispatcher).load().fp8_rows
 
 
 def bench_capacity(tokens: int, top_k: int, experts: int) -> int:
@@ -160,9 +175,10 @@ def _inputs(full: MoEConfig, tokens: int, device: str, seed: int):
     return x, Routing.from_logits(torch.randn(tokens, full.num_experts, generator=gen).to(device), full.top_k)
 
 
-def _ep_layer(full, weights, sch, rank: int, world: int, dispatcher: str, tokens: int, capacity: int | None, micro_batches: int = 1):
+def _ep_layer(full, weights, sch, rank: int, world: int, dispatcher: str, tokens: int, capacity: int | None, micro_batches: int = 1,
+              fp8_dispatch: bool = False):
     cfg = dataclasses.replace(full, parallel=ParallelConfig(ep_size=world, dispatch_backend=dispatcher))
-    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity, micro_batches=micro_batches)
+    group = ExpertParallelGroup(max_tokens_per_rank=tokens, expert_capacity=capacity, micro_batches=micro_batches, fp8_dispatch=fp8_dispatch)
     return MoELayer(cfg, weights.shard(rank, world), sch.weight_key, sch.activation_key, registry=Registry(), ep_group=group)
 
 
@@ -204,7 +220,7 @@ def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str]
     safe = [d for d in dispatchers if next(s for s in SPECS if s.name == d).cuda_graph_safe]
     for shape in shapes:
         full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
-        sch = scheme(TIMED_SCHEME[shape])
+        sch = timed_scheme(shape)
         weights = random_layer(full, sch, device=device, seed=0)
         x, routing = _inputs(full, 64, device, rank + 1)
         for d, batches in [(d, 1) for d in safe] + [(d, 2) for d in safe if _overlappable(d)]:
@@ -241,7 +257,7 @@ def bench(rank: int, world: int, shapes: list[str], tokens: list[int], dispatche
     layers = {}  # every shape's weights, made once: token counts are the outer loop, in the order given
     for shape in shapes:
         full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
-        sch = scheme(TIMED_SCHEME[shape])
+        sch = timed_scheme(shape)
         layers[shape] = (full, sch, random_layer(full, sch, device=device, seed=0))
     for t in tokens:
         for shape, (full, sch, weights) in layers.items():
@@ -284,6 +300,11 @@ def _bench_dispatcher(full, weights, sch, rank, world, d, t, cap, x, routing, it
         overlapped = _ep_layer(full, weights, sch, rank, world, d, t, cap, 2)
         row["layer_two_micro_batches"] = timed(lambda: overlapped(x, routing), iters, cuda)
         overlapped.check()
+    if sch.name == "fp8-block" and _sends_fp8_rows(d):  # the same layer sending fp8 rows
+        fp8 = _ep_layer(full, weights, sch, rank, world, d, t, cap, fp8_dispatch=True)
+        row["layer_fp8_rows"] = timed(lambda: fp8(x, routing), iters, cuda)
+        row["dispatch_combine_fp8_rows"] = timed(_dispatch_combine(fp8, x, routing, t)[1], iters, cuda)
+        fp8.check()
     if sent.expert_map is not None and cuda and t >= 1024:  # prefill sizes only: each shape of the check compiles kernels
         row["experts_with_map"] = time_us(lambda: layer._run(sent.hidden_states, sent.routing, sent.expert_map, False, t), iters, cuda)
         row["experts_without_map"] = _same_pairs_without_map(layer, sent, t, iters, cuda)
@@ -327,7 +348,7 @@ def profile(rank: int, world: int, shape: str, tokens: int, dispatchers: list[st
 
     cuda = device.startswith("cuda")
     full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
-    sch = scheme(TIMED_SCHEME[shape])
+    sch = timed_scheme(shape)
     weights = random_layer(full, sch, device=device, seed=0)
     x, routing = _inputs(full, tokens, device, rank + 1)
     out = {}
@@ -397,7 +418,8 @@ def main() -> int:
     p.add_argument("--one-gpu", action="store_true", help="all ranks on cuda:0 over gloo (NCCL needs a GPU per rank)")
     p.add_argument("--phases", default="equality,graphs,bench",
                    help="any of equality, graphs, bench, profile (torch.profiler of dispatch + combine, first shape, largest token count)")
-    p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b", help="comma-separated: qwen3-30b-a3b, mixtral-8x7b, deepseek-v3")
+    p.add_argument("--shapes", default="qwen3-30b-a3b,mixtral-8x7b", help="comma-separated: qwen3-30b-a3b, mixtral-8x7b, deepseek-v3; name@scheme times another "
+                   "scheme than the shape's default (qwen3-30b-a3b@fp8-block: fp8-block layers also run with fp8 rows)")
     p.add_argument("--equality-shapes", help="shapes of the equality phase (default: --shapes)")
     p.add_argument("--tokens", default="16,256,4096", help="tokens per rank")
     p.add_argument("--iters", type=int, default=20)

@@ -9,6 +9,7 @@ import torch
 
 from moe_core.config import MoEConfig
 from moe_core.dispatch.base import Dispatched, Dispatcher, ExpertParallelGroup
+from moe_core.dispatch.fp8_rows import check_fp8_dispatch
 from moe_core.dispatch.overlap import MicroBatchOverlap, half_group, micro_batches
 from moe_core.errors import KernelInputError, MoECoreError
 from moe_core.kernel import MoEKernel
@@ -75,6 +76,7 @@ class MoELayer:
             self.dispatcher = self.pair.dispatcher.load()(config, ep_group)
             self._ep_group = ep_group
             micro_batches(ep_group, self.dispatcher)  # a request the dispatcher cannot honour fails here
+            check_fp8_dispatch(ep_group, self.dispatcher, weight_key, activation_key)
         elif ep_group is not None:
             raise KernelInputError("ep_group", "was given but the layer is not expert-parallel: set MoEConfig.parallel.ep_size")
         self._select = lambda tokens: select(  # noqa: E731 - cached by the resolver

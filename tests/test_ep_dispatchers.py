@@ -27,8 +27,9 @@ class _Group:
 
     group, expert_capacity = None, None
 
-    def __init__(self, rank: int, world_size: int, max_tokens_per_rank: int):
+    def __init__(self, rank: int, world_size: int, max_tokens_per_rank: int, fp8_dispatch: bool = False):
         self.rank, self.world_size, self.max_tokens_per_rank = rank, world_size, max_tokens_per_rank
+        self.fp8_dispatch = fp8_dispatch
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -300,13 +301,6 @@ def test_peer_copy_delivers_block_d_of_each_sender_to_rank_d_as_all_to_all_does(
             assert torch.equal(recv[r][p * rows:(p + 1) * rows], send[p][r * rows:(r + 1) * rows]), (r, p)
 
 
-class _Loopback(PackedAllToAllDispatcher):
-    """Rank 0 of two whose peer sends exactly what it sends (no process group)."""
-
-    def send_rows(self, send, recv):
-        recv.copy_(send)
-
-
 def test_wide_ids_outside_int32_are_counted_as_invalid_not_wrapped_into_range():
     from moe_core.routing_guard import InvalidRoutingError
 
@@ -395,3 +389,99 @@ def test_dispatch_then_combine_over_threads_gives_each_token_its_weighted_expert
         # every blank row of destination d names an expert that rank d does not hold
         owners = bufs.blank_ids.view(ep, rows, k).long() // 4
         assert all((owners[d] != d).all() for d in range(ep))
+
+
+# ---------------------------------------------------------------------------------------------- fp8 rows
+def _fp8_values(x: torch.Tensor) -> torch.Tensor:
+    """Oracle, written independently of moe_core's quantizer: each run of 128 values along a row (the last one
+    shorter) scaled by its largest magnitude / 448, rounded to float8 e4m3, scaled back, in x's dtype."""
+    parts = []
+    for group in torch.split(x.float(), 128, dim=1):
+        scale = group.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0
+        parts.append((group / scale).to(torch.float8_e4m3fn).float() * scale)
+    return torch.cat(parts, dim=1).to(x.dtype) if parts else x
+
+
+def _fp8_pair(rows: int, hidden: int, dtype: torch.dtype, graphed: bool = False):
+    cfg = MoEConfig(8, 2, hidden, 8, dtype=dtype, parallel=ParallelConfig(ep_size=2))
+    make = _GraphedOnCpu if graphed else _Loopback
+    return make(cfg, _Group(0, 2, rows, fp8_dispatch=True)), _Loopback(cfg, _Group(0, 2, rows))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(hidden=st.sampled_from([128, 320, 1000, 2048]), t=st.integers(0, 6), dtype=st.sampled_from([torch.bfloat16, torch.float16, torch.float32]),
+       spread=st.sampled_from([1e-3, 1.0, 1e3]), seed=st.integers(0, 2**16))
+def test_fp8_rows_deliver_each_tokens_fp8_group_values_and_the_same_routing(hidden, t, dtype, spread, seed):
+    fp8, plain = _fp8_pair(6, hidden, dtype)
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(t, hidden, generator=gen) * spread * torch.rand(t, 1, generator=gen)).to(dtype)
+    if t:
+        x[0, :7] = 0.0  # a group with zeros: no NaN from a zero scale
+    r = Routing.from_logits(torch.randn(t, 8, generator=gen), 2)
+    got, want = fp8.dispatch(x, r), plain.dispatch(x, r)
+    assert got.hidden_states.dtype == dtype and got.hidden_states.shape == (12, hidden)
+    for block in range(2):  # rank 0 receives its own two blocks: each holds the tokens in its first t rows
+        assert torch.equal(got.hidden_states[block * 6: block * 6 + t], _fp8_values(x)), block
+    assert torch.equal(got.routing.topk_ids, want.routing.topk_ids) and torch.equal(got.routing.topk_weights, want.routing.topk_weights)
+
+
+def test_fp8_rows_move_about_half_the_bytes_of_bf16_rows():
+    # DeepSeek-V3: 7168 codes and 56 scales, then 8 ids and 8 weights, against 14336 bytes of bf16 and the routing
+    assert RowLayout(7168, 8, 56).width == 7552 and RowLayout(2 * 7168, 8).width == 14464
+    fp8, plain = _fp8_pair(4, 7168, torch.bfloat16)  # top 2: 16 bytes of routing
+    sizes = [d.buffers(torch.device("cpu"), 4).send.numel() for d in (fp8, plain)]
+    assert sizes == [2 * 4 * 7424, 2 * 4 * 14464]
+
+
+@given(hidden=st.integers(1, 8192), top_k=st.integers(1, 16))
+@settings(max_examples=200, deadline=None, derandomize=True)
+def test_fp8_row_scales_and_routing_are_aligned_and_disjoint(hidden, top_k):
+    groups = -(-hidden // 128)
+    layout = RowLayout(hidden, top_k, groups)
+    assert layout.scales_at % 4 == 0 and layout.scales_at >= hidden and layout.ids_at % 8 == 0
+    assert layout.ids_at >= layout.scales_at + 4 * groups and layout.width % ROW_ALIGN == 0
+    rows = torch.zeros(2, layout.width, dtype=torch.uint8)
+    layout.hidden(rows, torch.float8_e4m3fn).fill_(1.0)
+    layout.scales(rows).fill_(2.0)
+    layout.ids(rows).fill_(3)
+    layout.weights(rows).fill_(4.0)
+    assert layout.hidden(rows, torch.float8_e4m3fn).float().eq(1).all() and layout.scales(rows).eq(2).all()
+    assert layout.ids(rows).eq(3).all() and layout.weights(rows).eq(4).all()
+
+
+def test_fp8_rows_replayed_from_the_step_graph_quantize_each_forwards_own_tokens():
+    graphed, _ = _fp8_pair(8, 256, torch.bfloat16, graphed=True)
+    gen = torch.Generator().manual_seed(3)
+    for t in (5, 8, 2, 7):
+        x = torch.randn(t, 256, generator=gen).to(torch.bfloat16)
+        sent = graphed.dispatch(x, Routing.from_logits(torch.randn(t, 8, generator=gen), 2))
+        assert torch.equal(sent.hidden_states[:t], _fp8_values(x))
+        graphed.combine(sent.hidden_states, sent)
+    assert graphed.buffers(torch.device("cpu"), 8).graphs["dispatch"].replays == 3
+
+
+class _NoRows:
+    fp8_rows = False
+
+
+@pytest.mark.parametrize("name", ["unquantized", "fp8-channel", "fp8-tensor-dyn", "int8", "w4a16"])
+def test_fp8_dispatch_is_refused_for_layers_whose_activations_are_not_fp8_groups_of_128(monkeypatch, name):
+    import moe_core.dispatch.base as dispatch_base
+    from moe_core.dispatch.fp8_rows import check_fp8_dispatch
+    from moe_core.errors import InvalidConfigError
+
+    monkeypatch.setattr(dispatch_base.dist, "is_initialized", lambda: True)
+    sch, ok = scheme(name), scheme("fp8-block")
+    rows = PackedAllToAllDispatcher
+    with pytest.raises(InvalidConfigError, match=f"this layer is {name}: leave fp8_dispatch off"):
+        check_fp8_dispatch(ExpertParallelGroup(fp8_dispatch=True), rows, sch.weight_key, sch.activation_key)
+    with pytest.raises(InvalidConfigError, match="needs a token-row dispatcher"):
+        check_fp8_dispatch(ExpertParallelGroup(fp8_dispatch=True), _NoRows(), ok.weight_key, ok.activation_key)
+    check_fp8_dispatch(ExpertParallelGroup(fp8_dispatch=True), rows, ok.weight_key, ok.activation_key)
+    check_fp8_dispatch(ExpertParallelGroup(), _NoRows(), sch.weight_key, sch.activation_key)  # off: nothing to check
+    with pytest.raises(InvalidConfigError, match="fp8_dispatch must be True or False"):
+        ExpertParallelGroup(fp8_dispatch=1)
+
+
+def test_only_the_token_row_dispatchers_send_fp8_rows():
+    assert {s.name for s in SPECS if s.load().fp8_rows} == {"packed_all_to_all", "peer_copy"}

@@ -13,6 +13,7 @@ import torch
 from moe_core import ExpertParallelGroup, MoEConfig, MoELayer, ParallelConfig, Registry, Routing, select_pair
 from moe_core.dispatch.builtin import SPECS
 from moe_core.errors import InvalidConfigError, KernelInputError
+from moe_core.numerics import tolerance
 from moe_core.platform import DeviceKind, preset
 from moe_core.presets import random_layer
 from moe_core.quant import scheme
@@ -21,6 +22,8 @@ from moe_core.testing.expert_parallel import EPCase, check_dispatch_specs, run_c
 
 #: Every built-in dispatcher that runs on CPUs (the others say why not: test_ep_dispatchers.py).
 DISPATCHERS = [s.name for s in SPECS if DeviceKind.CPU in s.devices]
+#: Those of them that can send fp8-block layers' hidden states as fp8 rows (ExpertParallelGroup.fp8_dispatch).
+FP8_ROWS = [name for name in DISPATCHERS if next(s for s in SPECS if s.name == name).load().fp8_rows]
 
 
 def cases(world: int) -> list[EPCase]:
@@ -41,6 +44,14 @@ def cases(world: int) -> list[EPCase]:
             EPCase(f"{d}/two-micro-batches", d, tokens=(9, 0, 1, 6)[:world], micro_batches=2),
             EPCase(f"{d}/two-micro-batches-fixed-buffers", d, tokens=uneven, max_tokens_per_rank=15, micro_batches=2),
             EPCase(f"{d}/two-micro-batches-invalid-id", d, tokens=uneven, invalid_id=True, micro_batches=2),
+        ]
+    for d in FP8_ROWS:
+        uneven = tuple(3 + 4 * r for r in range(world))
+        fp8 = dict(scheme="fp8-block", hidden=256, intermediate=128, dtype=torch.bfloat16, fp8_dispatch=True)
+        out += [
+            EPCase(f"{d}/fp8-rows", d, tokens=uneven, **fp8),
+            EPCase(f"{d}/fp8-rows-skewed-fixed-buffers", d, tokens=uneven, routing="skewed", max_tokens_per_rank=16, **fp8),
+            EPCase(f"{d}/fp8-rows-two-micro-batches", d, tokens=(9, 0, 1, 6)[:world], micro_batches=2, **fp8),
         ]
     out.append(EPCase("batched_all_to_all/overflow", "batched_all_to_all", tokens=(6,), routing="two_experts", expert_capacity=2))
     out.append(EPCase("batched_all_to_all/capacity-that-fits", "batched_all_to_all", tokens=(2,), routing="two_experts", expert_capacity=2))
@@ -258,3 +269,15 @@ def test_naive_padding_rows_cost_no_expert_work():
     for local, weights in spawn_group(2, _naive_padding_targets, "gloo"):
         assert len(local) == 2 * (3 + 2) and set(local) == {-1}  # every padded pair targets a remote expert
         assert set(weights) == {0.0}
+
+
+@pytest.mark.parametrize("kind", ["fp8-rows", "fp8-rows-skewed-fixed-buffers", "fp8-rows-two-micro-batches"])
+@pytest.mark.parametrize("dispatcher", FP8_ROWS)
+def test_fp8_rows_give_the_fp8_block_layer_its_own_codes(world, dispatcher, kind):
+    """An fp8-block layer whose tokens travel as fp8 rows equals the single-process layer to a 16-bit rounding, far
+    inside the fp8 tolerance: the experts quantize the dequantized rows back to the codes that were sent."""
+    size, _, results = world
+    for rank in range(size):
+        got = results[rank][f"{dispatcher}/{kind}"]
+        assert (got.dispatcher, got.experts) == (dispatcher, "reference") and got.ok, f"rank {rank}: {got}"
+        assert got.error <= tolerance(None, torch.bfloat16), f"rank {rank}: {got}"

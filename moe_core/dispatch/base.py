@@ -60,6 +60,9 @@ class ExpertParallelGroup:
         micro_batches: 1 (default) runs each forward whole; 2 runs it as two micro-batches whose transfers
             overlap the other one's experts on a GPU (:mod:`moe_core.dispatch.overlap`; each has buffers for
             half the tokens). docs/expert-parallel.md says where two paid in measurements and where not.
+        fp8_dispatch: fp8-block layers only, token-row dispatchers (``packed_all_to_all``, ``peer_copy``): send the
+            hidden states as the fp8 codes and per-128 scales the experts compute anyway, about half the bytes of
+            16-bit rows (:mod:`moe_core.dispatch.fp8_rows`). Default False.
     """
 
     group: Any = None
@@ -67,6 +70,7 @@ class ExpertParallelGroup:
     expert_capacity: int | None = None
     expert_capacity_factor: float | None = None
     micro_batches: int = 1
+    fp8_dispatch: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_tokens_per_rank", "expert_capacity"):
@@ -78,6 +82,8 @@ class ExpertParallelGroup:
             raise InvalidConfigError(f"ExpertParallelGroup.expert_capacity_factor must be a positive number or None, got {factor!r}")
         if type(self.micro_batches) is not int or self.micro_batches not in (1, 2):
             raise InvalidConfigError(f"ExpertParallelGroup.micro_batches must be 1 or 2, got {self.micro_batches!r}")
+        if not isinstance(self.fp8_dispatch, bool):
+            raise InvalidConfigError(f"ExpertParallelGroup.fp8_dispatch must be True or False, got {self.fp8_dispatch!r}")
         if factor is not None and self.expert_capacity is not None:
             raise InvalidConfigError("ExpertParallelGroup: give expert_capacity or expert_capacity_factor, not both")
         if not dist.is_available() or not dist.is_initialized():
@@ -127,6 +133,8 @@ class Dispatcher(abc.ABC):
     #: overlapped micro-batches of :mod:`moe_core.dispatch.overlap` need. False for a dispatcher whose instances
     #: share a buffer.
     micro_batch_safe: bool = False
+    #: Whether it can send the hidden states as fp8 groups when the group asks (ExpertParallelGroup.fp8_dispatch).
+    fp8_rows: bool = False
 
     def __init__(self, config: MoEConfig, group: ExpertParallelGroup):
         if group.world_size != config.parallel.ep_size:

@@ -18,6 +18,10 @@ over a collective, ``peer_copy`` by copies into the peers' symmetric memory). Pe
   ``t`` of every returned block belongs to token ``t``, so the result is one sum over the blocks, accumulated
   in float32.
 
+With ``ExpertParallelGroup.fp8_dispatch`` the rows carry the hidden states as fp8 codes and their scales
+(:mod:`moe_core.dispatch.fp8_rows`): the caller's tokens are staged, the dispatch step quantizes the staged rows
+into every block and dequantizes the received rows into a buffer of the layer's dtype, which the experts read.
+
 Buffers are allocated once per (layer, device, ``R``) and reused, so addresses never change (CUDA graphs
 capture it).
 
@@ -40,6 +44,7 @@ from dataclasses import dataclass, field
 import torch
 
 from moe_core.config import ActivationFormat
+from moe_core.dispatch import fp8_rows
 from moe_core.dispatch.base import Dispatched, Dispatcher
 from moe_core.routing import Routing
 
@@ -62,15 +67,21 @@ def word_dtype(nbytes: int) -> torch.dtype:
 
 @dataclass(frozen=True)
 class RowLayout:
-    """Byte layout of one token row: hidden states, padding to 8 bytes, top-k int32 ids, top-k float32 weights,
+    """Byte layout of one token row: hidden states (``hidden_bytes``), then ``groups`` float32 scales of fp8 hidden
+    states (none for 16-bit rows) from ``scales_at``, padding to 8 bytes, top-k int32 ids, top-k float32 weights,
     then padding to :data:`ROW_ALIGN`. The routing (ids and weights) is ``8 * top_k`` bytes from ``ids_at``."""
 
     hidden_bytes: int
     top_k: int
+    groups: int = 0
+
+    @property
+    def scales_at(self) -> int:
+        return -(-self.hidden_bytes // 4) * 4
 
     @property
     def ids_at(self) -> int:
-        return -(-self.hidden_bytes // 8) * 8
+        return -(-(self.scales_at + 4 * self.groups) // 8) * 8
 
     @property
     def routing_bytes(self) -> int:
@@ -88,6 +99,10 @@ class RowLayout:
     def hidden(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """The hidden states of byte rows ``[n, width]``: a strided ``[n, H]`` view, no copy."""
         return rows[:, : self.hidden_bytes].view(dtype)
+
+    def scales(self, rows: torch.Tensor) -> torch.Tensor:
+        """The float32 scales of fp8 hidden states ``[n, groups]`` (a view)."""
+        return rows[:, self.scales_at: self.scales_at + 4 * self.groups].view(torch.float32)
 
     def ids(self, rows: torch.Tensor) -> torch.Tensor:
         return rows[:, self.ids_at: self.weights_at].view(torch.int32)
@@ -111,7 +126,9 @@ class RowBuffers:
     ``send`` [N*R, width]; ``stage`` [R, 8 * top_k] bytes, this rank's routing (ids, then weights); ``live``
     bool [R], which staged rows hold this forward's tokens; ``blank_ids`` [N*R, k], the ids a row carries where its
     destination holds none of the token's experts; ``recv`` [N*R, width] and the received routing ``recv_ids``,
-    ``recv_weights`` [N*R, k]; ``out`` [N*R, H], the experts' output to send back; ``back`` [N*R, H]."""
+    ``recv_weights`` [N*R, k]; ``out`` [N*R, H], the experts' output to send back; ``back`` [N*R, H]. fp8 rows only:
+    ``stage_hidden`` [R, H], the caller's tokens to quantize, and ``hidden`` [N*R, H], the received ones
+    dequantized."""
 
     rows: int
     send: torch.Tensor
@@ -123,6 +140,8 @@ class RowBuffers:
     recv_weights: torch.Tensor
     out: torch.Tensor
     back: torch.Tensor
+    stage_hidden: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
     graphs: dict = field(default_factory=dict)  # step name -> its CUDA graph (None: seen once, captured next time)
 
 
@@ -130,12 +149,17 @@ class TokenRowsDispatcher(Dispatcher):
     """Base of the token-row dispatchers (STANDARD format); subclasses provide the transport."""
 
     micro_batch_safe = True  # every buffer belongs to the instance
+    fp8_rows = True
 
     output_format = ActivationFormat.STANDARD
 
     def __init__(self, config, group):
         super().__init__(config, group)
-        self.layout = RowLayout(config.hidden_size * config.dtype.itemsize, config.top_k)
+        hidden = config.hidden_size
+        #: Whether rows carry fp8 codes and scales (ExpertParallelGroup.fp8_dispatch) rather than the layer's dtype.
+        self.fp8 = group.fp8_dispatch
+        self.layout = (RowLayout(hidden, config.top_k, fp8_rows.groups(hidden)) if self.fp8
+                       else RowLayout(hidden * config.dtype.itemsize, config.top_k))
         #: The staging rows hold the routing alone: a row layout without hidden states.
         self.stage_layout = RowLayout(0, config.top_k)
         self._buffers: dict[tuple[torch.device, int], RowBuffers] = {}
@@ -181,7 +205,7 @@ class TokenRowsDispatcher(Dispatcher):
 
     def _make_buffers(self, device: torch.device, rows: int) -> RowBuffers:
         ep, n_local, k, hidden = self.config.parallel.ep_size, self.local_experts, self.config.top_k, self.config.hidden_size
-        width = self.layout.width
+        width, dtype = self.layout.width, self.config.dtype
         # A blank row of destination d routes to the first expert of rank d + 1: never one of d's.
         elsewhere = ((torch.arange(ep, device=device, dtype=torch.int32) + 1) % ep) * n_local
         blank = elsewhere.repeat_interleave(rows).view(-1, 1).expand(ep * rows, k).contiguous()
@@ -194,8 +218,10 @@ class TokenRowsDispatcher(Dispatcher):
             recv=self.allocate_received((ep * rows, width), torch.uint8, device),
             recv_ids=torch.zeros(ep * rows, k, dtype=torch.int32, device=device),
             recv_weights=torch.zeros(ep * rows, k, dtype=torch.float32, device=device),
-            out=torch.zeros(ep * rows, hidden, dtype=self.config.dtype, device=device),
-            back=self.allocate_received((ep * rows, hidden), self.config.dtype, device),
+            out=torch.zeros(ep * rows, hidden, dtype=dtype, device=device),
+            back=self.allocate_received((ep * rows, hidden), dtype, device),
+            stage_hidden=torch.zeros(rows, hidden, dtype=dtype, device=device) if self.fp8 else None,
+            hidden=torch.zeros(ep * rows, hidden, dtype=dtype, device=device) if self.fp8 else None,
         )
 
     def dispatch(self, hidden_states: torch.Tensor, routing: Routing) -> Dispatched:
@@ -206,7 +232,8 @@ class TokenRowsDispatcher(Dispatcher):
         self.write_hidden(bufs, hidden_states)
         self._run_step(bufs, "dispatch", lambda: self.dispatch_step(bufs))
         got = Routing(bufs.recv_ids, bufs.recv_weights)
-        return Dispatched(self.layout.hidden(bufs.recv, hidden_states.dtype), got, self.expert_map(device), (t, bufs))
+        received = bufs.hidden if self.fp8 else self.layout.hidden(bufs.recv, hidden_states.dtype)
+        return Dispatched(received, got, self.expert_map(device), (t, bufs))
 
     def stage_routing(self, bufs: RowBuffers, routing: Routing) -> None:
         """This rank's routing into the staging rows (ids as int32: wider ids are clamped first, so that no invalid
@@ -219,11 +246,16 @@ class TokenRowsDispatcher(Dispatcher):
         bufs.live[:t] = True
 
     def dispatch_step(self, bufs: RowBuffers) -> None:
-        """Everything of a dispatch after staging: :meth:`pack`, the transport, the received routing."""
+        """Everything of a dispatch after staging: the fp8 codes of the staged tokens (fp8 rows), :meth:`pack`, the
+        transport, the received routing (and hidden states, fp8 rows)."""
+        if self.fp8:
+            self.write_fp8_hidden(bufs)
         self.pack(bufs)
         self.send_rows(bufs.send, bufs.recv)
         bufs.recv_ids.copy_(self.layout.ids(bufs.recv))
         bufs.recv_weights.copy_(self.layout.weights(bufs.recv))
+        if self.fp8:
+            fp8_rows.dequantize_rows(self.layout.hidden(bufs.recv, torch.float8_e4m3fn), self.layout.scales(bufs.recv), bufs.hidden)
 
     def pack(self, bufs: RowBuffers) -> None:
         """From the staged routing to the send buffer's routing: invalid ids dropped (expert 0, weight 0; counted),
@@ -252,10 +284,22 @@ class TokenRowsDispatcher(Dispatcher):
 
     def write_hidden(self, bufs: RowBuffers, hidden_states: torch.Tensor) -> None:
         """The hidden states into their rows of every block, read straight from the caller's tensor (one copy of
-        words)."""
+        words); for fp8 rows into the staging rows, which the dispatch step quantizes."""
+        if self.fp8:
+            bufs.stage_hidden[: hidden_states.shape[0]].copy_(hidden_states)
+            return
         words = hidden_states.contiguous().view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
         target = self.blocks(self.layout.hidden_words(bufs.send))[:, : words.shape[0]]
         target.copy_(words.unsqueeze(0).expand_as(target))
+
+    def write_fp8_hidden(self, bufs: RowBuffers) -> None:
+        """The fp8 codes and scales of every staged row into its row of every block (rows past the forward's tokens
+        carry earlier tokens' codes, which no expert reads)."""
+        q = fp8_rows.quantize_rows(bufs.stage_hidden)
+        codes = q.data.view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
+        for target, source in ((self.layout.hidden_words(bufs.send), codes), (self.layout.scales(bufs.send), q.scale)):
+            blocks = self.blocks(target)
+            blocks.copy_(source.unsqueeze(0).expand_as(blocks))
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         t, bufs = dispatched.state

@@ -75,6 +75,7 @@ class EPCase:
     expert_capacity: int | None = None
     expert_capacity_factor: float | None = None
     micro_batches: int = 1
+    fp8_dispatch: bool = False
     backend: str = "auto"
     invalid_id: bool = False
     seed: int = 0
@@ -140,7 +141,8 @@ def run_case(rank: int, world_size: int, case: EPCase, device: str, registry: Re
     parallel = ParallelConfig(ep_size=world_size, dispatch_backend=case.dispatcher)
     cfg = MoEConfig(case.experts, case.top_k, case.hidden, case.intermediate, dtype=case.dtype, moe_backend=case.backend, parallel=parallel)
     group = ExpertParallelGroup(max_tokens_per_rank=case.max_tokens_per_rank, expert_capacity=case.expert_capacity,
-                                expert_capacity_factor=case.expert_capacity_factor, micro_batches=case.micro_batches)
+                                expert_capacity_factor=case.expert_capacity_factor, micro_batches=case.micro_batches,
+                                fp8_dispatch=case.fp8_dispatch)
     layer = MoELayer(cfg, weights.shard(rank, world_size), sch.weight_key, sch.activation_key, registry=registry, ep_group=group)
     own = sent if rank == 0 else routes[rank]
     mine = Routing(own.topk_ids.to(device), own.topk_weights.to(device))
