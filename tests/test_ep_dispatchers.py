@@ -475,7 +475,7 @@ def test_fp8_dispatch_is_refused_for_layers_whose_activations_are_not_fp8_groups
     rows = PackedAllToAllDispatcher
     with pytest.raises(InvalidConfigError, match=f"this layer is {name}: leave fp8_dispatch off"):
         check_fp8_dispatch(ExpertParallelGroup(fp8_dispatch=True), rows, sch.weight_key, sch.activation_key)
-    with pytest.raises(InvalidConfigError, match="needs a token-row dispatcher"):
+    with pytest.raises(InvalidConfigError, match="needs a token-row dispatcher .*, got _NoRows: set ParallelConfig"):
         check_fp8_dispatch(ExpertParallelGroup(fp8_dispatch=True), _NoRows(), ok.weight_key, ok.activation_key)
     check_fp8_dispatch(ExpertParallelGroup(fp8_dispatch=True), rows, ok.weight_key, ok.activation_key)
     check_fp8_dispatch(ExpertParallelGroup(), _NoRows(), sch.weight_key, sch.activation_key)  # off: nothing to check
@@ -485,3 +485,16 @@ def test_fp8_dispatch_is_refused_for_layers_whose_activations_are_not_fp8_groups
 
 def test_only_the_token_row_dispatchers_send_fp8_rows():
     assert {s.name for s in SPECS if s.load().fp8_rows} == {"packed_all_to_all", "peer_copy"}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_buffer_set_holds_the_layers_dtype_and_fp8_staging_only_for_fp8_rows(dtype):
+    fp8, plain = _fp8_pair(3, 256, dtype)
+    for d, fp8_rows in ((fp8, True), (plain, False)):
+        bufs = d.buffers(torch.device("cpu"), 3)
+        assert (bufs.out.dtype, bufs.back.dtype, bufs.recv_weights.dtype, bufs.recv_ids.dtype) == (dtype, dtype, torch.float32, torch.int32)
+        assert bufs.out.shape == bufs.back.shape == (6, 256)
+        if fp8_rows:
+            assert (bufs.stage_hidden.dtype, bufs.stage_hidden.shape, bufs.hidden.dtype, bufs.hidden.shape) == (dtype, (3, 256), dtype, (6, 256))
+        else:  # 16-bit rows: the experts read the received rows in place, and nothing is staged
+            assert bufs.stage_hidden is None and bufs.hidden is None

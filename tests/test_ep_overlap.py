@@ -35,7 +35,7 @@ def test_micro_batches_are_the_groups_choice_and_two_refuse_a_shared_buffer(grou
     assert micro_batches(groups(max_tokens_per_rank=8), _Safe()) == 1  # the default: whole forwards
     assert micro_batches(groups(max_tokens_per_rank=8, micro_batches=2), _Safe()) == 2
     assert micro_batches(groups(micro_batches=1), _Shared()) == 1
-    with pytest.raises(InvalidConfigError, match="shares one between instances"):
+    with pytest.raises(InvalidConfigError, match="_Shared shares one between instances"):
         micro_batches(groups(micro_batches=2), _Shared())
 
 
