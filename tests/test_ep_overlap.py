@@ -53,17 +53,18 @@ def test_each_half_holds_half_the_tokens_rounded_up_and_runs_whole(groups):
 
 @dataclass
 class _Recorder:
-    """A dispatcher stand-in: records its transfers in a shared log, and combines by adding 1000 * its index."""
+    """A dispatcher stand-in: records its transfers in a shared log (a combine, with the dispatch it was handed), and
+    combines by adding 1000 * its index."""
 
     index: int
     log: list
 
     def dispatch(self, hidden_states, routing):
         self.log.append(("dispatch", self.index, hidden_states.shape[0], routing.num_tokens))
-        return Dispatched(hidden_states, routing, None, None)
+        return Dispatched(hidden_states, routing, None, ("sent by", self.index))
 
     def combine(self, expert_output, dispatched):
-        self.log.append(("combine", self.index, expert_output.shape[0]))
+        self.log.append(("combine", self.index, expert_output.shape[0], dispatched.state))
         return expert_output + 1000 * self.index
 
 
@@ -81,7 +82,7 @@ def test_the_transfers_keep_one_order_and_the_halves_come_back_in_token_order(to
     out = overlap(x, routing, experts)
     first, second = (tokens + 1) // 2, tokens // 2
     assert log == [("dispatch", 0, first, first), ("dispatch", 1, second, second), ("experts", first),
-                   ("combine", 0, first), ("experts", second), ("combine", 1, second)]
+                   ("combine", 0, first, ("sent by", 0)), ("experts", second), ("combine", 1, second, ("sent by", 1))]
     want = torch.cat((x[:first] * 2, x[first:] * 2 + 1000))
     assert torch.equal(out, want)
 
