@@ -17,10 +17,8 @@ if [ "$mode" = system ]; then
   # torch, pip and setuptools are the starting Python's: build the projects with them, download nothing.
   pip+=(--no-build-isolation)
 elif ! "$py" -c "import torch" >/dev/null 2>&1; then
-  # CPU torch: a bare `torch` requirement would pull a multi-GB CUDA build, so pin the CPU wheel. Triton (the
-  # Triton plugin's interpreter, and its sm_90 compile checks) is pinned to the GPU image's release: the Gluon
-  # kernels are written for triton 3.6, and a newer one would skip their checks.
-  "${pip[@]}" "torch==2.13.0" "triton==3.6.0"
+  # CPU torch: a bare `torch` requirement would pull a multi-GB CUDA build, so pin the CPU wheel.
+  "${pip[@]}" "torch==2.13.0"
 fi
 shopt -s nullglob
 packages=("$root"/plugins/*/pyproject.toml "$root"/examples/*/pyproject.toml)
