@@ -98,14 +98,19 @@ def equality_cases(shapes: list[str], dispatchers: list[str]) -> list[EPCase]:
     return out
 
 
+def _spec(dispatcher: str):
+    """The built-in dispatcher's spec."""
+    return next(s for s in SPECS if s.name == dispatcher)
+
+
 def _overlappable(dispatcher: str) -> bool:
     """Whether the dispatcher may run as two overlapped micro-batches (its instances own their buffers)."""
-    return next(s for s in SPECS if s.name == dispatcher).load().micro_batch_safe
+    return _spec(dispatcher).load().micro_batch_safe
 
 
 def _sends_fp8_rows(dispatcher: str) -> bool:
     """Whether the dispatcher can send an fp8-block layer's tokens as fp8 rows (ExpertParallelGroup.fp8_dispatch)."""
-    return next(s for s in SPECS if s.name == dispatcher).load().fp8_rows
+    return _spec(dispatcher).load().fp8_rows
 
 
 def bench_capacity(tokens: int, top_k: int, experts: int) -> int:
@@ -217,7 +222,7 @@ def _emit(section: str, key: str, row: dict) -> None:
 def graph_check(rank: int, world: int, shapes: list[str], dispatchers: list[str], device: str) -> dict:
     """Capture each graph-safe dispatcher's layer, replay it, and compare with the eager call."""
     out = {}
-    safe = [d for d in dispatchers if next(s for s in SPECS if s.name == d).cuda_graph_safe]
+    safe = [d for d in dispatchers if _spec(d).cuda_graph_safe]
     for shape in shapes:
         full = MoEConfig(*_dims(shape), dtype=torch.bfloat16)
         sch = timed_scheme(shape)

@@ -23,7 +23,7 @@ from moe_core.testing.expert_parallel import EPCase, check_dispatch_specs, run_c
 #: Every built-in dispatcher that runs on CPUs (the others say why not: test_ep_dispatchers.py).
 DISPATCHERS = [s.name for s in SPECS if DeviceKind.CPU in s.devices]
 #: Those of them that can send fp8-block layers' hidden states as fp8 rows (ExpertParallelGroup.fp8_dispatch).
-FP8_ROWS = [name for name in DISPATCHERS if next(s for s in SPECS if s.name == name).load().fp8_rows]
+FP8_ROWS = [s.name for s in SPECS if DeviceKind.CPU in s.devices and s.load().fp8_rows]
 
 
 def cases(world: int) -> list[EPCase]:
