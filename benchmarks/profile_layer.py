@@ -1,4 +1,5 @@
-"""Profile one Triton-backend forward: GPU time per kernel (torch.profiler), to see where the layer's time goes.
+"""Profile one forward of a registered backend (``triton`` by default): GPU time per kernel (torch.profiler), to see
+where the layer's time goes.
 
 Run on a GPU: python benchmarks/profile_layer.py --preset qwen3-30b-a3b --scheme unquantized --tokens 1,4096
 
@@ -8,6 +9,8 @@ Nsight Compute's hardware counters (bytes moved, warp stall reasons, occupancy) 
     ncu --clock-control none --profile-from-start off --kernel-name regex:moe_gemm \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section MemoryWorkloadAnalysis python benchmarks/profile_layer.py --ncu --scheme unquantized,w4a16 --tokens 1
+
+(``--backend triton_ws_sm90 --kernel-name regex:ws_decode`` for the warp-specialized decode layer.)
 """
 
 from __future__ import annotations
@@ -20,19 +23,21 @@ from torch.profiler import ProfilerActivity, profile
 
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
-from moe_core_triton.kernel import TritonKernel
+from moe_core.registry import default_registry
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", default="triton", help="a registered backend's name")
     parser.add_argument("--preset", default="qwen3-30b-a3b")
     parser.add_argument("--scheme", default="unquantized")
     parser.add_argument("--tokens", default="1,4096")
     parser.add_argument("--ncu", action="store_true", help="one forward inside the CUDA profiler range (run under ncu)")
     args = parser.parse_args()
+    kernel_cls = default_registry().specs[args.backend].load_kernel()
     for name in args.scheme.split(","):
         cfg, sch = model(args.preset).config(), scheme(name)
-        kernel = TritonKernel(cfg, sch.weight_key, sch.activation_key)
+        kernel = kernel_cls(cfg, sch.weight_key, sch.activation_key)
         weights = kernel.prepare_weights(random_layer(cfg, sch, device="cuda"))
         for tokens in (int(t) for t in args.tokens.split(",")):
             x, routing = random_inputs(cfg, tokens, device="cuda", seed=tokens)

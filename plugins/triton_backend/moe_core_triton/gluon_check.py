@@ -14,11 +14,13 @@
    garbage routings, at 1 token (one block per pair, invalid ids counted in the kernel) and 9 (a block table);
 6. ``repeat``: 30 forwards of the same inputs agree with the first within the layer tolerance (the float32 sums and
    the grid barrier's arrival count are left at zero for the next launch);
+   ``replay``: eager forwards replayed from the record of an earlier one (replay.py: direct launches, the weights'
+   descriptors made anew) agree with full forwards and the reference on new inputs, at 1, 9 and 64 tokens;
 7. ``graph``: capture in a CUDA graph, replay on new inputs, compare with the reference, at 1, 16 and 64 tokens;
 8. ``sweep``: graph-replay times of the layer with shallower rings than its plan's, and at one token with a block
    table in place of one block per pair: what the plan is worth against its neighbours (reported, not judged);
-9. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays), Qwen3-30B-A3B bfloat16 at 1,
-   16 and 64 tokens, each time and share of the copy bandwidth against the targets (85% at 1 token, 95% at 16 and 64):
+9. ``bench``: ``moe-core bench`` of ``triton_ws_sm90`` and ``triton`` (graph replays and eager calls), Qwen3-30B-A3B
+   bfloat16 at 1, 16 and 64 tokens, each time and share of the copy bandwidth against the targets (85% at 1 token, 95% at 16 and 64):
    targets print as TARGET MET / TARGET MISSED, which do not fail the check.
 
 One ``PASS`` or ``FAIL`` line per check; ``$OUT/gluon_check.json`` holds every record, ``$OUT/bench.json`` the bench's.
@@ -53,6 +55,7 @@ from moe_core.config import MoEConfig
 from moe_core.numerics import layer_tolerance, relative_error
 from moe_core.presets import random_inputs, random_layer
 from moe_core.quant import scheme
+from moe_core.reference.kernel import ReferenceKernel
 from moe_core.testing import conformance, robustness
 from moe_core_triton import ws_decode
 from moe_core_triton.ws_compile import compile_plan
@@ -184,6 +187,56 @@ def check_repeat(tokens: int = 16, forwards: int = 30) -> str:
     return f"{forwards} forwards at {tokens} tokens, largest difference from the first {worst:.3g}"
 
 
+#: Token counts of the replay check: one block per pair (one launch), and block tables (a table launch, then the layer's).
+REPLAY_TOKENS = (1, 9, 64)
+#: Largest relative difference of a replayed forward from a full one: the float32 atomics add in any order (``repeat``).
+REPLAY_DIFFERENCE = 1e-3
+
+
+@contextlib.contextmanager
+def counted_replays():
+    """Yields a list that gets, for each replay a kernel attempts, whether it launched (True) or ran the forward in full."""
+    from moe_core_triton.replay import Replay
+
+    outcomes, original = [], Replay.__call__
+
+    def counted(self, *args):
+        out = original(self, *args)
+        outcomes.append(out is not None)
+        return out
+
+    Replay.__call__ = counted
+    try:
+        yield outcomes
+    finally:
+        Replay.__call__ = original
+
+
+def check_replay(counter: _CountingLayer, forwards: int = 4) -> dict:
+    sch = scheme("unquantized")
+    raw = random_layer(QWEN3, sch, device="cuda", seed=3)
+    oracle = ReferenceKernel(QWEN3, None, None)
+    oracle_weights = oracle.prepare_weights(raw)
+    differences = {}
+    with counted_replays() as replays:
+        for tokens in REPLAY_TOKENS:
+            kernel, full = WarpSpecializedKernel(QWEN3, None, None), WarpSpecializedKernel(QWEN3, None, None)
+            full.replays = False
+            weights = kernel.prepare_weights(raw)
+            before, worst = counter.calls, 0.0
+            for seed in range(forwards):  # the first runs in full, the second records, the others replay
+                x, routing = random_inputs(QWEN3, tokens, device="cuda", seed=100 * tokens + seed)
+                got = kernel.apply(x, weights, routing)
+                worst = max(worst, relative_error(got, full.apply(x, weights, routing)))
+                err = relative_error(got, oracle.apply(x, oracle_weights, routing))
+                assert err <= layer_tolerance(None, QWEN3), f"{tokens} tokens, forward {seed}: rel. error {err:.3g} vs the reference"
+            assert worst <= REPLAY_DIFFERENCE, f"{tokens} tokens: replayed and full forwards differ by {worst:.3g}"
+            assert counter.calls - before == forwards + 2, f"{tokens} tokens: {counter.calls - before} full forwards"
+            differences[tokens] = worst
+    assert replays == [True] * (len(REPLAY_TOKENS) * (forwards - 2)), f"replays launched: {replays}"
+    return {"largest difference from full forwards": differences, "replays": len(replays)}
+
+
 def check_graphs() -> dict:
     return {t: conformance.check_graph_replay(WarpSpecializedKernel, QWEN3, "unquantized", tokens=t) for t in GRAPH_TOKENS}
 
@@ -239,10 +292,16 @@ def check_bench(out: Path) -> dict:
         pct, target = mine["pct_copy"], TARGETS[tokens]
         speedup = base["time_s"] / mine["time_s"] if base and base["status"] == "ok" else None
         summary[tokens] = {"time_us": mine["time_s"] * 1e6, "pct_copy": pct, "mode": mine["mode"], "triton_time_us":
-                           base["time_s"] * 1e6 if base and base["time_s"] else None, "speedup_vs_triton": speedup}
+                           base["time_s"] * 1e6 if base and base["time_s"] else None, "speedup_vs_triton": speedup,
+                           "eager_us": _us(mine["eager_time_s"]), "triton_eager_us": _us(base and base["eager_time_s"])}
         print(f"TARGET {'MET' if pct >= target else 'MISSED'}  {tokens} tokens: {mine['time_s'] * 1e6:.1f} us ({mine['mode']}), "
-              f"{pct:.1f}% of copy (target {target:.0f}%), {speedup and f'{speedup:.2f}x'} triton", flush=True)
+              f"{pct:.1f}% of copy (target {target:.0f}%), {speedup and f'{speedup:.2f}x'} triton; eager "
+              f"{summary[tokens]['eager_us']} us against triton's {summary[tokens]['triton_eager_us']}", flush=True)
     return summary
+
+
+def _us(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e6, 1)
 
 
 #: The consan layer: 16 + 8 ring steps per work item, more than any plan's slots, so the ring wraps within an item.
@@ -287,6 +346,7 @@ def main(argv=None) -> int:
     check.step("few programs", check_few_programs)
     check.step("robustness", lambda: check_robustness(counter))
     check.step("repeat", check_repeat)
+    check.step("replay", lambda: check_replay(counter))
     check.step("graph", check_graphs)
     check.step("sweep", check_sweep)
     check.step("bench", lambda: check_bench(out))

@@ -15,9 +15,9 @@ whether its data pointer is a multiple of 16; a tensor descriptor's dtype and bl
 is always 16-byte aligned); an int's range (i32, i64, u64), whether it equals 1 (then it becomes a
 constexpr) and whether it is a multiple of 16; a float is fp32, a bool u1, None a constexpr. The key
 of the direct path is finer: the Python type of every argument, the dtype of every tensor, the dtype,
-block shape and padding of every descriptor, the exact value of every other argument, and the current
-device; and the direct path is taken only when every tensor's data pointer is a multiple of 16. Two
-calls with one key therefore always get one specialization. Everything else goes through triton itself: the
+block shape and padding of every descriptor (a Gluon descriptor's shared-memory layout too), the exact value
+of every other argument, and the current device; and the direct path is taken only when every tensor's data
+pointer is a multiple of 16. Two calls with one key therefore always get one specialization. Everything else goes through triton itself: the
 interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a pointer that is not
 16-byte aligned, and every launch under a triton release :data:`CHECKED_TRITON` does not list. Not seen
 by the direct path: triton knobs changed at run time (``TRITON_DEBUG`` style options) after a
@@ -40,6 +40,14 @@ from triton import knobs
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core_triton.threadlog import ThreadLog
+
+try:  # Gluon's host descriptor (a shared-memory layout beside triton's fields); triton releases without Gluon lack it
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
+except ImportError:  # pragma: no cover - every triton the plugin runs on has Gluon
+    GluonTensorDescriptor = TensorDescriptor
+
+#: The host tensor descriptors a launch may take: triton's, and Gluon's (ws_decode.py).
+DESCRIPTORS = (TensorDescriptor, GluonTensorDescriptor)
 
 #: The triton releases (major, minor) whose launch interfaces the direct path was checked against on a GPU:
 #: ``CompiledKernel.run``'s launcher object and its C ``launch``, whose argument order triton 3.9 changed.
@@ -97,6 +105,7 @@ class Launcher:
         self._options = dict(constexprs, num_warps=num_warps)
         if num_stages is not None:
             self._options["num_stages"] = num_stages
+        self.cooperative = cooperative
         if cooperative:
             self._options["launch_cooperative_grid"] = True
         self._tail = tuple(constexprs[name] for name in names)
@@ -180,14 +189,15 @@ def _direct_entry(kernel) -> tuple:
 def _layout(kinds: tuple[type, ...]) -> tuple:
     """Getters for the tensors, the tensor descriptors and the other arguments of an argument tuple with these types."""
     tensors = [i for i, kind in enumerate(kinds) if issubclass(kind, torch.Tensor)]
-    descriptors = [i for i, kind in enumerate(kinds) if issubclass(kind, TensorDescriptor)]
+    descriptors = [i for i, kind in enumerate(kinds) if issubclass(kind, DESCRIPTORS)]
     others = [i for i in range(len(kinds)) if i not in tensors and i not in descriptors]
     return _getter(tensors), _getter(descriptors), _getter(others)
 
 
 def _descriptor_key(desc: TensorDescriptor) -> tuple:
-    """What a launch of ``desc`` is specialised on (the shape and strides are runtime values of the launch)."""
-    return desc.base.dtype, tuple(desc.block_shape), desc.padding
+    """What a launch of ``desc`` is specialised on (the shape and strides are runtime values of the launch): its dtype,
+    block shape and padding, and a Gluon descriptor's shared-memory layout (its class is in the key's argument types)."""
+    return desc.base.dtype, tuple(desc.block_shape), desc.padding, getattr(desc, "layout", None)
 
 
 def _getter(indices: list[int]):

@@ -38,11 +38,9 @@ from dataclasses import dataclass, fields
 from typing import Callable
 
 import torch
-from triton.tools.tensor_descriptor import TensorDescriptor
-
 from moe_core.weights import ExpertWeights
 from moe_core_triton.blocks import kept_words
-from moe_core_triton.launch import hooks_idle
+from moe_core_triton.launch import DESCRIPTORS, hooks_idle
 from moe_core_triton.scratch import POOL
 
 #: The slots of a replayed forward, in the order :meth:`Replay.record` and :meth:`Replay.__call__` take them; the
@@ -63,7 +61,7 @@ class _Step:
     fn: Callable
     call: tuple
     slots: tuple[tuple[int, int], ...]  # (position in call, slot)
-    descriptors: tuple[tuple[int, str, dict], ...] = ()  # (position in call, weight field, the descriptor's other fields)
+    descriptors: tuple[tuple[int, str, type, dict], ...] = ()  # (position in call, weight field, its class, its other fields)
 
 
 class Replay:
@@ -98,12 +96,12 @@ class Replay:
                 return None
             call, slots, descriptors = [*direct.grid, 0, *direct.head], [], []
             for arg in args:
-                if isinstance(arg, TensorDescriptor):
+                if isinstance(arg, DESCRIPTORS):
                     name = field_of.get(id(arg.base))
                     if name is None:
                         return None
                     weight_pointers[name] = arg.base.data_ptr()
-                    descriptors.append((len(call), name, {f.name: getattr(arg, f.name) for f in fields(arg) if f.name != "base"}))
+                    descriptors.append((len(call), name, type(arg), {f.name: getattr(arg, f.name) for f in fields(arg) if f.name != "base"}))
                     call.append(None)
                     continue
                 if not isinstance(arg, torch.Tensor):
@@ -149,8 +147,8 @@ class Replay:
             call[_STREAM] = stream
             for position, slot in step.slots:
                 call[position] = pointers[slot]
-            for position, name, rest in step.descriptors:
-                call[position] = TensorDescriptor(getattr(weights, name), **rest)
+            for position, name, kind, rest in step.descriptors:
+                call[position] = kind(getattr(weights, name), **rest)
             step.fn(*call)
         return buffers[0]  # the fresh buffers go back to the stream's pool after their launches, as in a full forward
 

@@ -37,6 +37,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from moe_core_triton.blocks import (FUSED_SUMS, GRID_BARRIER, BlockTable, PairTable, cdiv, grid_barrier, max_programs, next_power_of_2,
                                    record_invalid, stream_words)
+from moe_core_triton.launch import Launcher
 from moe_core_triton.ws_plan import TILE_SIZE, DecodePlan
 
 #: Warps of the consumer partition (the kernel's num_warps: one warpgroup) and of the producer partition.
@@ -264,16 +265,16 @@ def tile_layout(dtype: torch.dtype, rows: int) -> gl.NVMMASharedLayout:
 
 def weight_descriptors(w13: torch.Tensor, w2: torch.Tensor) -> tuple[TensorDescriptor, TensorDescriptor]:
     """TMA descriptors of ``w13`` [E, 2I, H] and ``w2`` [E, H, I] (contiguous) as 2-D ``[E * 2I, H]`` and
-    ``[E * H, I]`` matrices, in ``[TILE_SIZE, TILE_SIZE]`` tiles."""
+    ``[E * H, I]`` matrices, in ``[TILE_SIZE, TILE_SIZE]`` tiles. Their base is the weight tensor itself, so an eager
+    forward's replay (replay.py) makes them anew for the weights it is given."""
     layout = tile_layout(w13.dtype, TILE_SIZE)
-    flat13, flat2 = w13.reshape(-1, w13.shape[-1]), w2.reshape(-1, w2.shape[-1])
-    return (TensorDescriptor.from_tensor(flat13, [TILE_SIZE, TILE_SIZE], layout), TensorDescriptor.from_tensor(flat2, [TILE_SIZE, TILE_SIZE], layout))
+    return tuple(TensorDescriptor(w, [w.shape[0] * w.shape[1], w.shape[2]], [w.shape[2], 1], [TILE_SIZE, TILE_SIZE], layout) for w in (w13, w2))
 
 
 def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable | PairTable,
                    intermediate: int, top_k: int, sums: torch.Tensor, barrier: torch.Tensor, out: torch.Tensor,
                    sms: int) -> tuple[tuple, tuple, dict]:
-    """(grid, runtime arguments, constexprs and options) of one :func:`ws_decode_kernel` launch on a GPU of ``sms``
+    """(grid, runtime arguments, constexprs) of one :func:`ws_decode_kernel` launch on a GPU of ``sms``
     SMs: one program per SM, or per work item where there can be fewer. ``table``: a :class:`PairTable` (one block per
     pair) where ``plan.pair_items`` says so, else the forward's :class:`BlockTable` of ``plan.block_m``-row blocks."""
     rows, _, errors, pairs, capacity, experts, _ = table.kernel_args
@@ -282,8 +283,7 @@ def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_w
     args = (x, *descriptors, topk_weights, rows, errors, sums, barrier, out, pairs, capacity, experts, intermediate, x.stride(0),
             out.stride(0))
     constexprs = dict(H=x.shape[1], TOP_K=top_k, BLOCK_M=plan.block_m, STAGES=plan.stages, ROWS_LAYOUT=tile_layout(x.dtype, plan.block_m),
-                      PAIR_ITEMS=pair_items, GUARD=pair_items and table.errors is not None, P_P2=next_power_of_2(pairs),
-                      num_warps=CONSUMER_WARPS, launch_cooperative_grid=True)
+                      PAIR_ITEMS=pair_items, GUARD=pair_items and table.errors is not None, P_P2=next_power_of_2(pairs))
     blocks = pairs if pair_items else capacity // plan.block_m
     return (min(sms, blocks * cdiv(intermediate, TILE_SIZE)),), args, constexprs
 
@@ -299,5 +299,13 @@ def ws_decode_layer(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_
     out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
     grid, args, constexprs = ws_decode_args(plan, x, descriptors, topk_weights, table, intermediate, top_k, sums, barrier, out,
                                             max_programs(x.device))
-    ws_decode_kernel[grid](*args, **constexprs)
+    decode_launcher(tuple(constexprs.items()))(grid, *args)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def decode_launcher(constexprs: tuple) -> Launcher:
+    """The launcher of :func:`ws_decode_kernel` with these ``(name, value)`` constexprs (from :func:`ws_decode_args`): a
+    cooperative grid of one consumer warpgroup per program. Its direct launches spare triton's per-call host work, and
+    an eager forward's record (replay.py) can repeat them."""
+    return Launcher(ws_decode_kernel, num_warps=CONSUMER_WARPS, cooperative=True, **dict(constexprs))

@@ -18,9 +18,6 @@ class WarpSpecializedKernel(TritonKernel):
     and the layer's for more."""
 
     backend_name = WS_SM90.name
-    #: Eager forwards are not replayed: a replay repeats :class:`~moe_core_triton.launch.Launcher` launches only, and the
-    #: Gluon layer is launched through triton itself.
-    replays = False
 
     def decode_plan_for(self, hidden_states: torch.Tensor, routing, expert_map, apply_router_weight_on_input: bool) -> DecodePlan | None:
         """The Gluon layer's plan for this forward; None runs the inherited kernels (longer, batched-format or

@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 from triton import knobs
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from moe_core import quant
@@ -131,15 +133,23 @@ def test_a_forward_with_a_tensor_of_its_own_or_a_launch_through_triton_gets_no_r
     assert record([(_StandIn(), (1,), (x, TensorDescriptor(view, list(view.shape), [32, 1], [16, 16]), out))]) is None
 
 
-def test_a_replay_makes_each_weight_descriptor_anew_for_the_weights_it_is_given():
+def _gluon_descriptor(w2: torch.Tensor) -> GluonTensorDescriptor:
+    """Gluon's descriptor of ``w2`` [E, H, I] as a 2-D [E * H, I] matrix (ws_decode.py's weight descriptors)."""
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=16, rank=2)
+    return GluonTensorDescriptor(w2, [w2.shape[0] * w2.shape[1], w2.shape[2]], [w2.shape[2], 1], [16, 16], layout)
+
+
+@pytest.mark.parametrize("gluon", [False, True])
+def test_a_replay_makes_each_weight_descriptor_anew_for_the_weights_it_is_given(gluon):
     weights, inputs, buffer = _problem()
     out, launcher = torch.empty(3, 32, dtype=torch.float16), _StandIn()
     w2 = weights.w2  # [E, H, I] = [4, 32, 16]
-    descriptor = TensorDescriptor(w2, list(w2.shape), list(w2.stride()), [1, 16, 16])
+    descriptor = _gluon_descriptor(w2) if gluon else TensorDescriptor(w2, list(w2.shape), list(w2.stride()), [1, 16, 16])
     replay = Replay.record([(launcher, (1,), (inputs[0], descriptor, out))], weights, inputs, out)
     replay(weights, _fresh(inputs), 0)
     made = launcher.calls[-1][6]
-    assert made is not descriptor and made == descriptor  # equal fields, the same base tensor
+    assert made is not descriptor and made == descriptor  # equal fields (a Gluon descriptor's layout too), the same base tensor
+    assert type(made) is type(descriptor)
     weights_ref = weakref.ref(weights)
     del weights, descriptor, w2
     gc.collect()

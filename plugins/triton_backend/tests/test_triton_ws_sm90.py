@@ -167,7 +167,7 @@ def test_the_kernel_compiles_for_sm90_warp_specialized():
 def test_launch_grid_is_one_program_per_sm_or_per_possible_work_item(tokens, sms, programs):
     from moe_core.routing_guard import RoutingErrorCounter
     from moe_core_triton.blocks import BlockTable, pair_table, table_words
-    from moe_core_triton.ws_decode import weight_descriptors, ws_decode_args
+    from moe_core_triton.ws_decode import decode_launcher, weight_descriptors, ws_decode_args
 
     plan = decode_plan(tokens, QWEN3.hidden_size, QWEN3.intermediate_size, 2)
     pairs = tokens * QWEN3.top_k
@@ -180,6 +180,19 @@ def test_launch_grid_is_one_program_per_sm_or_per_possible_work_item(tokens, sms
     state = torch.zeros(tokens * 2048), torch.zeros(2, dtype=torch.int32), out
     grid, args, constexprs = ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), rows, 768, 8, *state, sms)
     assert grid == (programs,) and constexprs["PAIR_ITEMS"] == plan.pair_items and constexprs["GUARD"] == plan.pair_items
-    assert constexprs["launch_cooperative_grid"]  # the programs meet at a grid barrier before the cast
+    assert decode_launcher(tuple(constexprs.items())).cooperative  # the programs meet at a grid barrier before the cast
     with pytest.raises(AssertionError):  # a plan and a table of the other kind
         ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), blocks if plan.pair_items else table, 768, 8, *state, sms)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != ws_spec.ARCHITECTURE
+                    or ws_spec.installed_triton_reason() is not None, reason="the Gluon layer runs on an sm_90 GPU with triton 3.6")
+def test_replayed_eager_forwards_agree_with_full_forwards_and_the_reference(monkeypatch):
+    """Eager forwards of the Gluon layer are replayed from the record of an earlier one (direct launches, its weight
+    descriptors made anew), at 1 token and with block tables; gluon_check's ``replay`` step says how."""
+    from moe_core_triton import gluon_check, ws_decode
+
+    counter = gluon_check._CountingLayer()
+    monkeypatch.setattr(ws_decode, "ws_decode_layer", counter)
+    result = gluon_check.check_replay(counter)
+    assert result["replays"] == 2 * len(gluon_check.REPLAY_TOKENS)
