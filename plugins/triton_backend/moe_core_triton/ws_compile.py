@@ -74,9 +74,9 @@ def decode_launch(tokens: int, experts: int, top_k: int, hidden: int, intermedia
     w13 = torch.empty(experts, 2 * intermediate, hidden, dtype=dtype)
     w2 = torch.empty(experts, hidden, intermediate, dtype=dtype)
     x, out = torch.empty(tokens, hidden, dtype=dtype), torch.empty(tokens, hidden, dtype=dtype)
-    sums, barrier = torch.zeros(tokens * hidden), torch.zeros(2, dtype=torch.int32)
+    words, barrier = torch.zeros(tokens * hidden, dtype=torch.int32), torch.zeros(2, dtype=torch.int32)
     _, args, constexprs = ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), table, intermediate, top_k,
-                                         sums, barrier, out, sms=132)
+                                         words, barrier, out, sms=132)
     return plan, Launch(ws_decode_kernel, tuple(specialize(a) for a in args), tuple(sorted(constexprs.items())))
 
 

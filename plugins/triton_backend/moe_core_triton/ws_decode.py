@@ -204,9 +204,10 @@ def _consumer(x_ptr, weights_ptr, rows_ptr, err_ptr, sums_ptr, ring, ready, empt
 
 
 @gluon.jit
-def _cast_sums(sums_ptr, bar_ptr, out_ptr, total, H: gl.constexpr, stride_om, BLOCK: gl.constexpr):
+def _cast_sums(words_ptr, bar_ptr, out_ptr, total, H: gl.constexpr, stride_om, BLOCK: gl.constexpr):
     """Once every program has issued its atomics (a grid barrier: the launch is cooperative), each program casts its
-    share of the ``total`` float32 sums into ``out`` in its dtype and leaves them at zero. It reads them by atomic
+    share of the ``total`` float32 sums (``words_ptr``: their int32 words) into ``out`` in its dtype and leaves them at
+    zero. It reads them by atomic
     exchanges: plain loads after an arrival missed other programs' atomics in fused.py's last-program cast. Every
     program casting a share keeps the cast off one program's critical path (64 tokens of Qwen3-30B-A3B: 128 Ki sums)."""
     grid_barrier(bar_ptr)
@@ -214,7 +215,6 @@ def _cast_sums(sums_ptr, bar_ptr, out_ptr, total, H: gl.constexpr, stride_om, BL
     start = gl.program_id(0) * share
     end = gl.minimum(start + share, total)
     layout: gl.constexpr = gl.BlockedLayout([BLOCK // (32 * gl.num_warps())], [32], [gl.num_warps()], [0])
-    words_ptr = sums_ptr.to(gl.pointer_type(gl.int32), bitcast=True)
     for first in range(start, end, BLOCK):
         offs = first + gl.arange(0, BLOCK, layout=layout)
         ok = offs < end
@@ -224,20 +224,22 @@ def _cast_sums(sums_ptr, bar_ptr, out_ptr, total, H: gl.constexpr, stride_om, BL
 
 
 @gluon.jit
-def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, rows_ptr, err_ptr, sums_ptr, bar_ptr, out_ptr, pairs, capacity, num_experts, I,
+def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, rows_ptr, err_ptr, words_ptr, bar_ptr, out_ptr, pairs, capacity, num_experts, I,
                      stride_xm, stride_om, H: gl.constexpr, TOP_K: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
                      ROWS_LAYOUT: gl.constexpr, PAIR_ITEMS: gl.constexpr, GUARD: gl.constexpr, P_P2: gl.constexpr):
     """The layer's output [pairs / TOP_K, H] (module docstring). A persistent grid of at most one program per SM;
     program ``p`` takes the work items p, p + programs, ... of the blocks in use times the I / TILE_SIZE column tiles
     (item = block * columns + column tile). The blocks: a BlockTable's (``rows_ptr``: its buffer of ``capacity``
     rows), or with PAIR_ITEMS one per pair (``rows_ptr``: the routing's flat ids, at most P_P2 of them, of
-    ``num_experts`` experts; GUARD: invalid ones counted in ``err_ptr``, :func:`_record_invalid`). ``sums_ptr``: the
-    float32 sums [tokens, H], zero before the launch and left so; ``bar_ptr``: the grid barrier's words
+    ``num_experts`` experts; GUARD: invalid ones counted in ``err_ptr``, :func:`_record_invalid`). ``words_ptr``: the
+    int32 words of the float32 sums [tokens, H] (the words :func:`~moe_core_triton.blocks.stream_words` keeps, which an
+    eager forward's replay holds), zero before the launch and left so; ``bar_ptr``: the grid barrier's words
     (:func:`~moe_core_triton.blocks.grid_barrier`); the launch is cooperative. ``ROWS_LAYOUT``: the shared layout of
     ``[BLOCK_M, TILE_SIZE]`` activation tiles."""
     T: gl.constexpr = w13_desc.block_type.shape[0]
     dtype: gl.constexpr = w13_desc.dtype
     items = _work_items(rows_ptr, pairs, capacity, I // T, BLOCK_M, PAIR_ITEMS)
+    sums_ptr = words_ptr.to(gl.pointer_type(gl.float32), bitcast=True)
     ring = gl.allocate_shared_memory(dtype, [2 * STAGES, T, T], w13_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -251,7 +253,7 @@ def ws_decode_kernel(x_ptr, w13_desc, w2_desc, weights_ptr, rows_ptr, err_ptr, s
                      items, stride_xm, H, TOP_K, BLOCK_M, STAGES, PAIR_ITEMS, GUARD, P_P2)),
         (_producer, (w13_desc, w2_desc, rows_ptr, ring, ready, empty, capacity, num_experts, I, items, H, STAGES, PAIR_ITEMS)),
     ], [PRODUCER_WARPS], [PRODUCER_REGISTERS])
-    _cast_sums(sums_ptr, bar_ptr, out_ptr, (pairs // TOP_K) * H, H, stride_om, CAST_BLOCK)
+    _cast_sums(words_ptr, bar_ptr, out_ptr, (pairs // TOP_K) * H, H, stride_om, CAST_BLOCK)
 
 
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
@@ -272,7 +274,7 @@ def weight_descriptors(w13: torch.Tensor, w2: torch.Tensor) -> tuple[TensorDescr
 
 
 def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_weights: torch.Tensor, table: BlockTable | PairTable,
-                   intermediate: int, top_k: int, sums: torch.Tensor, barrier: torch.Tensor, out: torch.Tensor,
+                   intermediate: int, top_k: int, words: torch.Tensor, barrier: torch.Tensor, out: torch.Tensor,
                    sms: int) -> tuple[tuple, tuple, dict]:
     """(grid, runtime arguments, constexprs) of one :func:`ws_decode_kernel` launch on a GPU of ``sms``
     SMs: one program per SM, or per work item where there can be fewer. ``table``: a :class:`PairTable` (one block per
@@ -280,7 +282,7 @@ def ws_decode_args(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_w
     rows, _, errors, pairs, capacity, experts, _ = table.kernel_args
     pair_items = isinstance(table, PairTable)
     assert pair_items == plan.pair_items and table.block_m == plan.block_m, (plan, table)
-    args = (x, *descriptors, topk_weights, rows, errors, sums, barrier, out, pairs, capacity, experts, intermediate, x.stride(0),
+    args = (x, *descriptors, topk_weights, rows, errors, words, barrier, out, pairs, capacity, experts, intermediate, x.stride(0),
             out.stride(0))
     constexprs = dict(H=x.shape[1], TOP_K=top_k, BLOCK_M=plan.block_m, STAGES=plan.stages, ROWS_LAYOUT=tile_layout(x.dtype, plan.block_m),
                       PAIR_ITEMS=pair_items, GUARD=pair_items and table.errors is not None, P_P2=next_power_of_2(pairs))
@@ -294,10 +296,10 @@ def ws_decode_layer(plan: DecodePlan, x: torch.Tensor, descriptors: tuple, topk_
     ``descriptors`` from :func:`weight_descriptors`, ``topk_weights`` contiguous, ``table`` as :func:`ws_decode_args`
     takes it."""
     tokens, hidden = x.shape
-    sums = stream_words(x.device, FUSED_SUMS, tokens * hidden).view(torch.float32)
+    words = stream_words(x.device, FUSED_SUMS, tokens * hidden)
     barrier = stream_words(x.device, GRID_BARRIER, 2)
     out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
-    grid, args, constexprs = ws_decode_args(plan, x, descriptors, topk_weights, table, intermediate, top_k, sums, barrier, out,
+    grid, args, constexprs = ws_decode_args(plan, x, descriptors, topk_weights, table, intermediate, top_k, words, barrier, out,
                                             max_programs(x.device))
     decode_launcher(tuple(constexprs.items()))(grid, *args)
     return out

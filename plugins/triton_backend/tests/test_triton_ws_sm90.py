@@ -177,12 +177,66 @@ def test_launch_grid_is_one_program_per_sm_or_per_possible_work_item(tokens, sms
     x, out = torch.empty(tokens, 2048, dtype=torch.bfloat16), torch.empty(tokens, 2048, dtype=torch.bfloat16)
     rows = table if plan.pair_items else blocks
     # 16 tokens: 128 pairs, each of 128 experts padded to 16 rows: 2048 rows, 128 blocks of 12 column tiles
-    state = torch.zeros(tokens * 2048), torch.zeros(2, dtype=torch.int32), out
+    state = torch.zeros(tokens * 2048, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), out
     grid, args, constexprs = ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), rows, 768, 8, *state, sms)
     assert grid == (programs,) and constexprs["PAIR_ITEMS"] == plan.pair_items and constexprs["GUARD"] == plan.pair_items
     assert decode_launcher(tuple(constexprs.items())).cooperative  # the programs meet at a grid barrier before the cast
     with pytest.raises(AssertionError):  # a plan and a table of the other kind
         ws_decode_args(plan, x, weight_descriptors(w13, w2), torch.empty(pairs), blocks if plan.pair_items else table, 768, 8, *state, sms)
+
+
+class _RecordedLauncher:
+    """Stands for the decode layer's Launcher: keeps each launch (as ``recording()`` lists them) and gives a direct
+    launch that keeps each call."""
+
+    def __init__(self):
+        self.launches, self.calls = [], []
+
+    def __call__(self, grid, *args):
+        self.launches.append((self, grid, args))
+
+    def direct(self, grid, args):
+        from moe_core_triton.launch import DirectLaunch
+
+        return DirectLaunch(lambda *call: self.calls.append(call), (*grid, 1, 1)[:3], (), ())
+
+
+@pytest.mark.skipif(ws_spec.installed_triton_reason() is not None,
+                    reason=f"the Gluon layer imports with triton 3.6 only: {ws_spec.installed_triton_reason()}")
+def test_a_one_token_forward_can_be_recorded_and_replayed_with_new_inputs(monkeypatch):
+    """Every tensor the decode launch takes is an input, the output, a weight (its descriptors' base) or words kept
+    for the stream: an eager forward's record (replay.py) holds, and a replay passes the new inputs' pointers and
+    descriptors made anew on the weights it is given."""
+    from moe_core.quant import scheme as quant_scheme
+    from moe_core.routing_guard import RoutingErrorCounter
+    from moe_core.presets import random_layer
+    from moe_core_triton import ws_decode
+    from moe_core_triton.blocks import pair_table
+    from moe_core_triton.replay import Replay
+
+    cfg = dataclasses.replace(QWEN3, num_experts=8, top_k=2, hidden_size=256, intermediate_size=128)
+    launcher = _RecordedLauncher()
+    monkeypatch.setattr(ws_decode, "decode_launcher", lambda constexprs: launcher)
+    weights = random_layer(cfg, quant_scheme("unquantized"))
+    errors = RoutingErrorCounter("topk_ids", "[0, 8)")
+
+    def forward(x, routing):
+        plan = decode_plan(1, cfg.hidden_size, cfg.intermediate_size, 2)
+        table = pair_table(routing.topk_ids, 8, 8, plan.block_m, None, errors)
+        return ws_decode.ws_decode_layer(plan, x, ws_decode.weight_descriptors(weights.w13, weights.w2), routing.topk_weights, table,
+                                         cfg.intermediate_size, cfg.top_k)
+
+    x, routing = random_inputs(cfg, 1, device="cpu")
+    inputs = (x, routing.topk_ids, routing.topk_weights, None)
+    out = forward(x, routing)
+    replay = Replay.record(launcher.launches, weights, inputs, out, kept=(errors.buffer(x.device),))
+    assert replay is not None
+    x2, routing2 = random_inputs(cfg, 1, device="cpu", seed=5)
+    replayed = replay(weights, (x2, routing2.topk_ids, routing2.topk_weights, None), 0)
+    call, (_, _, recorded_args) = launcher.calls[-1], launcher.launches[0]
+    assert call[4] == x2.data_ptr() and call[5].base is weights.w13 and call[6].base is weights.w2
+    assert call[5] == recorded_args[1] and call[5] is not recorded_args[1]  # made anew, equal fields (the layout too)
+    assert routing2.topk_ids.data_ptr() in call and replayed.data_ptr() in call and out.data_ptr() not in call
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != ws_spec.ARCHITECTURE
