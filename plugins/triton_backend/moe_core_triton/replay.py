@@ -24,8 +24,8 @@ A record is made only when every tensor argument of every launch is one of:
 - an uninitialised buffer the forward allocated (:func:`~moe_core_triton.scratch.new_empty`, seen through
   :func:`~moe_core_triton.scratch.fresh_allocations`): each call allocates its own, alike, as the output.
 
-A tensor descriptor must be of a weight tensor; each call makes it anew for the weights it is given (a record holds no
-descriptor, which would keep the weights alive). Every launch must be direct
+A tensor descriptor (triton's or Gluon's) must be of a weight tensor; each call makes it anew, of its class, for the
+weights it is given (a record holds no descriptor, which would keep the weights alive). Every launch must be direct
 (:meth:`~moe_core_triton.launch.Launcher.direct`), and the output must be an argument of a launch. A forward whose GPU work includes any other tensor (a zeroed buffer, a copy
 of a strided input) therefore gets no record. A torch operation that changes a buffer in place cannot be seen here;
 kernel.py makes none in a forward it records (split-K sums are zeroed and cast by launches: moe_core_triton.reduce).
@@ -148,9 +148,19 @@ class Replay:
             for position, slot in step.slots:
                 call[position] = pointers[slot]
             for position, name, kind, rest in step.descriptors:
-                call[position] = kind(getattr(weights, name), **rest)
+                call[position] = _remade(kind, getattr(weights, name), rest)
             step.fn(*call)
         return buffers[0]  # the fresh buffers go back to the stream's pool after their launches, as in a full forward
+
+
+def _remade(kind: type, base: torch.Tensor, rest: dict):
+    """A descriptor of class ``kind`` with the fields ``rest`` on ``base``, made without the class's checks: the recorded
+    descriptor passed them with these fields on the same field of the same weights at the same data pointer (checked by
+    the caller). The checks cost about 7 µs per Gluon descriptor, most of a one-token forward's host time beside triton's
+    launches."""
+    made = kind.__new__(kind)
+    made.__dict__.update(rest, base=base)
+    return made
 
 
 def _tensor_fields(weights: ExpertWeights):
