@@ -33,7 +33,8 @@ from moe_core.ranking_merge import deciding, merge, points  # noqa: E402
 #: Backends of the first-party plugins (plugins/*) and the core's reference: the ones a shipped ranking orders.
 FIRST_PARTY = frozenset({"reference", "triton", "triton_batched", "deepgemm", "batched_deepgemm", "marlin", "aiter",
                          "flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_cutedsl_batched",
-                         "flashinfer_cutile", "flashinfer_b12x", "vllm_cutlass", "batched_vllm_cutlass"})
+                         "flashinfer_cutile", "flashinfer_b12x", "vllm_cutlass", "batched_vllm_cutlass",
+                         "triton_ws_sm90"})
 #: (preset, comma-separated schemes) per bench process, most wanted first.
 GROUPS = (("deepseek-v3", "fp8-block"), ("qwen3-30b-a3b", "fp8-block,unquantized,w4a16,w8a16"),
           ("mixtral-8x7b", "fp8-block,unquantized"), ("deepseek-v3", "unquantized"))

@@ -17,8 +17,10 @@ if [ "$mode" = system ]; then
   # torch, pip and setuptools are the starting Python's: build the projects with them, download nothing.
   pip+=(--no-build-isolation)
 elif ! "$py" -c "import torch" >/dev/null 2>&1; then
-  # CPU torch: a bare `torch` requirement would pull a multi-GB CUDA build, so pin the CPU wheel.
-  "${pip[@]}" "torch==2.13.0"
+  # CPU torch: a bare `torch` requirement would pull a multi-GB CUDA build, so pin the CPU wheel. Triton is pinned
+  # to the GPU image's release, whose Gluon API the sm_90 kernels are written for (a newer one skips their compile
+  # checks), and numpy below 2.4, whose scalars triton 3.6's interpreter cannot convert.
+  "${pip[@]}" "torch==2.13.0" "triton==3.6.0" "numpy<2.4"
 fi
 shopt -s nullglob
 packages=("$root"/plugins/*/pyproject.toml "$root"/examples/*/pyproject.toml)

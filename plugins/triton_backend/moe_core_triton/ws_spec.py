@@ -1,9 +1,9 @@
 """The declaration of ``triton_ws_sm90``: the warp-specialized Gluon decode layer (ws_decode.py) on Hopper.
 
 Validated on an H200 (:data:`VALIDATION`) and ranked below ``triton``, whose support covers all of its own: automatic
-selection never picks it until a measured ranking does (on the H200 it measured faster than ``triton`` at one token
-only: docs/benchmarks/gluon-decode-h200.md); ``MOE_CORE_BACKEND=triton_ws_sm90`` (or a layer's explicit backend) runs
-it. Forwards the decode kernel does not take (more than :data:`DECODE_MAX_TOKENS` tokens, the router weight on the
+selection picks it only where a measured ranking puts it first (the H200's: Qwen3-30B-A3B bf16 at 1 and 3 to 11 tokens,
+docs/benchmarks/gluon-decode-h200.md); ``MOE_CORE_BACKEND=triton_ws_sm90`` (or a layer's explicit backend) runs it
+anywhere it is supported. Forwards the decode kernel does not take (more than :data:`DECODE_MAX_TOKENS` tokens, the router weight on the
 input, a deterministic kernel) run the ``triton`` backend's kernels.
 """
 
@@ -28,8 +28,8 @@ GLUON_RELEASE = (3, 6)
 ARCHITECTURE = (9, 0)
 #: Where ``python -m moe_core_triton.gluon_check`` last passed every check on an sm_90 GPU.
 VALIDATION = Validation(
-    hardware="NVIDIA H200", provider="triton 3.6.0, torch 2.11.0+cu130", date="2026-11-28",
-    log="docs/benchmarks/raw/2026-11-28-gluon-decode-h200/gluon_check.txt",
+    hardware="NVIDIA H200", provider="triton 3.6.0, torch 2.11.0+cu130", date="2026-12-03",
+    log="docs/benchmarks/raw/2026-12-03-gluon-decode-h200/gluon_check.txt",
 )
 
 WS_SM90 = BackendSpec(

@@ -14,6 +14,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from moe_core.config import Activation, ActivationFormat, MoEConfig
+from moe_core import ranking_sources
 from moe_core.platform import preset
 from moe_core.presets import random_inputs
 from moe_core.resolver import select
@@ -82,8 +83,18 @@ def test_the_installed_triton_decides_on_this_machine_not_on_a_simulated_one(reg
     assert verdict.ok == (installed is None) and (installed is None or installed in verdict.explain())
 
 
-def test_never_chosen_automatically_but_runs_when_asked(reg):
-    assert select(QWEN3, platform=preset("h100"), registry=reg, environ={}).name == "triton"
+def test_chosen_automatically_only_where_a_measured_ranking_puts_it_first_and_runs_when_asked(reg):
+    """Its priority is below ``triton``'s, so without a measurement ``triton`` is chosen; the ranking shipped for the
+    H200 puts it first at the token counts where it measured fastest, and it is chosen there (and only there)."""
+    bf16 = dataclasses.replace(QWEN3, dtype=torch.bfloat16)
+    assert select(bf16, platform=preset("h100"), registry=reg, environ={}, num_tokens=1).name == "triton"  # no ws rows there
+    shipped = ranking_sources.shipped(preset("h200").device_name).ranking
+    chosen = {}
+    for tokens in (1, 2, 4, 8, 16, 64, 4096):
+        first = shipped.order_for(bf16, None, None, tokens)[0][0]
+        chosen[tokens] = select(bf16, platform=preset("h200"), registry=reg, environ={}, num_tokens=tokens).name
+        assert chosen[tokens] == first, (tokens, chosen[tokens], first)
+    assert NAME in chosen.values() and chosen[4096] == "triton", chosen
     asked = dataclasses.replace(QWEN3, moe_backend=NAME)
     assert select(asked, platform=preset("h100"), registry=reg, environ={}).name == NAME
 
