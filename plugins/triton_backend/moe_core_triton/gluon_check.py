@@ -33,9 +33,9 @@ runs only ``consan`` instead: a forward of a small float16 layer (one token, two
 ring wrapping within each item) compiled with triton's concurrency sanitizer (``TRITON_INSTRUMENTATION_MODE=consan``),
 which stops the kernel at a missing barrier wait or a buffer reused before its readers are done, then compared with the
 reference (``$OUT/gluon_check_consan.json``), hence a command of its own. With triton 3.6.0 it does not finish: the
-instrumented kernel's PTX is about 565 000 lines, and on an H200 machine ptxas was still at it after 540 s at its
-default optimisation and after 430 s with ``DISABLE_PTXAS_OPT=1`` (docs/benchmarks/gluon-decode-h200.md); the
-watchdog then prints the stacks.
+instrumented kernel's PTX is about 560 000 lines with its debug sections, and on an H200 machine ptxas was still at
+it after 540 s at its default optimisation and after 430 s with ``DISABLE_PTXAS_OPT=1``
+(docs/benchmarks/gluon-decode-h200.md); the watchdog then prints the stacks.
 """
 
 from __future__ import annotations
