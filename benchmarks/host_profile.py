@@ -10,6 +10,7 @@ backends without records), and the functions with the most time of their own per
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 
@@ -19,23 +20,6 @@ from moe_core.bench.timing import host_time
 from moe_core.presets import model, random_inputs, random_layer
 from moe_core.quant import scheme
 from moe_core.registry import default_registry
-
-
-def replay_outcomes():
-    """A list that gets, for each replay a Triton-plugin kernel attempts, whether it launched; None without the plugin."""
-    try:
-        from moe_core_triton.replay import Replay
-    except ImportError:
-        return None
-    outcomes, original = [], Replay.__call__
-
-    def counted(self, *args):
-        out = original(self, *args)
-        outcomes.append(out is not None)
-        return out
-
-    Replay.__call__ = counted
-    return outcomes
 
 
 def main() -> int:
@@ -50,31 +34,47 @@ def main() -> int:
     cfg, sch = model(args.preset).config(), scheme(args.scheme)
     x, routing = random_inputs(cfg, args.tokens, device="cuda")
     raw = random_layer(cfg, sch, device="cuda")
-    outcomes = replay_outcomes()
-    for name in args.backend.split(","):
-        kernel = default_registry().specs[name].load_kernel()(cfg, sch.weight_key, sch.activation_key)
-        weights = kernel.prepare_weights(raw)
-        call = lambda: kernel.apply(x, weights, routing)  # noqa: E731
-        for _ in range(3):  # compile, then the forward that records
-            call()
-        torch.cuda.synchronize()
-        first = len(outcomes) if outcomes is not None else 0
-        host = host_time(call, repeats=200)
-        replayed = "-" if outcomes is None else f"{sum(outcomes[first:])} of {len(outcomes) - first} replays launched"
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for _ in range(args.forwards):
-            call()
-        profiler.disable()
-        torch.cuda.synchronize()
-        print(f"\n{name}, {args.preset} {args.scheme}, {args.tokens} tokens: host time {host * 1e6:.1f} us per forward; {replayed}")
-        stats = pstats.Stats(profiler)
-        rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:args.top]
-        print(f"  {'own us/fwd':>10} {'total us/fwd':>12} {'calls/fwd':>9}  function")
-        for (path, line, func), (_, calls, own, total, _) in rows:
-            print(f"  {own / args.forwards * 1e6:10.2f} {total / args.forwards * 1e6:12.2f} {calls / args.forwards:9.1f}  "
-                  f"{path.rsplit('/', 2)[-1] if '/' in path else path}:{line} {func}")
+    with contextlib.ExitStack() as stack:
+        outcomes = _counted_replays(stack)
+        for name in args.backend.split(","):
+            _profile(name, cfg, sch, raw, x, routing, outcomes, args)
     return 0
+
+
+def _counted_replays(stack: contextlib.ExitStack) -> list | None:
+    """The Triton plugin's replay outcomes while ``stack`` is open (moe_core_triton.replay.counted_replays); None without
+    the plugin."""
+    try:
+        from moe_core_triton.replay import counted_replays
+    except ImportError:
+        return None
+    return stack.enter_context(counted_replays())
+
+
+def _profile(name, cfg, sch, raw, x, routing, outcomes, args) -> None:
+    """Host time, replays and the top functions of ``args.forwards`` eager forwards of backend ``name``."""
+    kernel = default_registry().specs[name].load_kernel()(cfg, sch.weight_key, sch.activation_key)
+    weights = kernel.prepare_weights(raw)
+    call = lambda: kernel.apply(x, weights, routing)  # noqa: E731
+    for _ in range(3):  # compile, then the forward that records
+        call()
+    torch.cuda.synchronize()
+    first = len(outcomes) if outcomes is not None else 0
+    host = host_time(call, repeats=200)
+    replayed = "-" if outcomes is None else f"{sum(outcomes[first:])} of {len(outcomes) - first} replays launched"
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.forwards):
+        call()
+    profiler.disable()
+    torch.cuda.synchronize()
+    print(f"\n{name}, {args.preset} {args.scheme}, {args.tokens} tokens: host time {host * 1e6:.1f} us per forward; {replayed}")
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:args.top]
+    print(f"  {'own us/fwd':>10} {'total us/fwd':>12} {'calls/fwd':>9}  function")
+    for (path, line, func), (_, calls, own, total, _) in rows:
+        print(f"  {own / args.forwards * 1e6:10.2f} {total / args.forwards * 1e6:12.2f} {calls / args.forwards:9.1f}  "
+              f"{path.rsplit('/', 2)[-1] if '/' in path else path}:{line} {func}")
 
 
 if __name__ == "__main__":

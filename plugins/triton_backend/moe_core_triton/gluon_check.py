@@ -61,6 +61,7 @@ from moe_core.quant import scheme
 from moe_core.reference.kernel import ReferenceKernel
 from moe_core.testing import conformance, robustness
 from moe_core_triton import ws_decode
+from moe_core_triton.replay import counted_replays
 from moe_core_triton.ws_compile import compile_plan
 from moe_core_triton.ws_kernel import WarpSpecializedKernel
 from moe_core_triton.ws_plan import DecodePlan, decode_plan
@@ -196,25 +197,6 @@ def check_repeat(tokens: int = 16, forwards: int = 30) -> str:
 REPLAY_TOKENS = (1, 9, 64)
 #: Largest relative difference of a replayed forward from a full one: the float32 atomics add in any order (``repeat``).
 REPLAY_DIFFERENCE = 1e-3
-
-
-@contextlib.contextmanager
-def counted_replays():
-    """Yields a list that gets, for each replay a kernel attempts, whether it launched (True) or ran the forward in full."""
-    from moe_core_triton.replay import Replay
-
-    outcomes, original = [], Replay.__call__
-
-    def counted(self, *args):
-        out = original(self, *args)
-        outcomes.append(out is not None)
-        return out
-
-    Replay.__call__ = counted
-    try:
-        yield outcomes
-    finally:
-        Replay.__call__ = original
 
 
 def check_replay(counter: _CountingLayer, forwards: int = 4) -> dict:

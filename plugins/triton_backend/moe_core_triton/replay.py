@@ -33,6 +33,7 @@ kernel.py makes none in a forward it records (split-K sums are zeroed and cast b
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass, fields
 from typing import Callable
@@ -151,6 +152,25 @@ class Replay:
                 call[position] = _remade(kind, getattr(weights, name), rest)
             step.fn(*call)
         return buffers[0]  # the fresh buffers go back to the stream's pool after their launches, as in a full forward
+
+
+@contextlib.contextmanager
+def counted_replays():
+    """``with counted_replays() as outcomes:`` for each replay a kernel attempts in the block, ``outcomes`` gets whether
+    it launched (True) or left the forward to run in full (False). For checks and benchmarks: it wraps
+    :meth:`Replay.__call__` for the whole process while the block runs."""
+    outcomes, original = [], Replay.__call__
+
+    def counted(self, *args):
+        out = original(self, *args)
+        outcomes.append(out is not None)
+        return out
+
+    Replay.__call__ = counted
+    try:
+        yield outcomes
+    finally:
+        Replay.__call__ = original
 
 
 def _remade(kind: type, base: torch.Tensor, rest: dict):

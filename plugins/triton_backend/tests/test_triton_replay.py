@@ -28,7 +28,7 @@ from moe_core_triton.compile_check import with_launch_fields
 from moe_core_triton.kernel import TritonKernel
 from moe_core_triton import launch
 from moe_core_triton.launch import DirectLaunch, Launcher, recording
-from moe_core_triton.replay import Replay
+from moe_core_triton.replay import Replay, counted_replays
 from moe_core_triton.scratch import POOL, fresh_allocations, new_empty
 
 GPU = torch.cuda.is_available()
@@ -173,10 +173,12 @@ def test_a_replay_refuses_what_it_did_not_record():
     finally:
         knobs.runtime.launch_enter_hook = None
     assert launcher.calls == []
-    assert replay(weights, same, 0) is not None
-    weights.w2.data = weights.w2.clone()  # new storage behind the same tensor object
-    assert replay(weights, same, 0) is None
-    assert len(launcher.calls) == 2
+    with counted_replays() as outcomes:
+        assert replay(weights, same, 0) is not None
+        weights.w2.data = weights.w2.clone()  # new storage behind the same tensor object
+        assert replay(weights, same, 0) is None
+    assert len(launcher.calls) == 2 and outcomes == [True, False]
+    assert replay(weights, same, 0) is None and outcomes == [True, False]  # counted inside the block only
 
 
 def test_a_replay_is_dropped_when_the_scratch_pool_lets_a_buffer_go():
@@ -206,18 +208,10 @@ needs_gpu = pytest.mark.skipif(not (GPU and launch.DIRECT_PATH),
 
 
 @pytest.fixture
-def replay_calls(monkeypatch):
-    """Count the replays that launched."""
-    calls = []
-    original = Replay.__call__
-
-    def counted(self, *args):
-        out = original(self, *args)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(Replay, "__call__", counted)
-    return calls
+def replay_calls():
+    """Whether each replay attempted launched."""
+    with counted_replays() as outcomes:
+        yield outcomes
 
 
 def _full(kernel: TritonKernel) -> TritonKernel:
