@@ -11,15 +11,15 @@ later calls that triton would specialise the same way launch that ``CompiledKern
 the C ``launch`` function of its launcher when the kernel needs no global or profile scratch.
 
 What triton specialises on (3.6 and 3.9, ``python/src/specialize.cc``): a tensor's dtype and
-whether its data pointer is a multiple of 16; a tensor descriptor's dtype and block shape (its base
-is always 16-byte aligned); an int's range (i32, i64, u64), whether it equals 1 (then it becomes a
+whether its data pointer is a multiple of 16; a tensor descriptor's dtype and block shape, and a Gluon
+descriptor's shared-memory layout (a descriptor's base is always 16-byte aligned); an int's range (i32, i64, u64), whether it equals 1 (then it becomes a
 constexpr) and whether it is a multiple of 16; a float is fp32, a bool u1, None a constexpr. The key
 of the direct path is finer: the Python type of every argument, the dtype of every tensor, the dtype,
 block shape and padding of every descriptor (a Gluon descriptor's shared-memory layout too), the exact value
 of every other argument, and the current device; and the direct path is taken only when every tensor's data
-pointer is a multiple of 16. Two calls with one key therefore always get one specialization. Everything else goes through triton itself: the
-interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a pointer that is not
-16-byte aligned, and every launch under a triton release :data:`CHECKED_TRITON` does not list. Not seen
+pointer is a multiple of 16. Two calls with one key therefore always get one specialization. Everything else
+goes through triton itself: the interpreter (``TRITON_INTERPRET=1``), launch hooks installed (profilers), a
+pointer that is not 16-byte aligned, and every launch under a triton release :data:`CHECKED_TRITON` does not list. Not seen
 by the direct path: triton knobs changed at run time (``TRITON_DEBUG`` style options) after a
 specialization was first launched, and module globals a kernel reads (triton 3.6 rejects those anyway).
 

@@ -207,9 +207,9 @@ def _consumer(x_ptr, weights_ptr, rows_ptr, err_ptr, sums_ptr, ring, ready, empt
 def _cast_sums(words_ptr, bar_ptr, out_ptr, total, H: gl.constexpr, stride_om, BLOCK: gl.constexpr):
     """Once every program has issued its atomics (a grid barrier: the launch is cooperative), each program casts its
     share of the ``total`` float32 sums (``words_ptr``: their int32 words) into ``out`` in its dtype and leaves them at
-    zero. It reads them by atomic
-    exchanges: plain loads after an arrival missed other programs' atomics in fused.py's last-program cast. Every
-    program casting a share keeps the cast off one program's critical path (64 tokens of Qwen3-30B-A3B: 128 Ki sums)."""
+    zero. It reads them by atomic exchanges: plain loads after an arrival missed other programs' atomics in fused.py's
+    last-program cast. Every program casting a share keeps the cast off one program's critical path (64 tokens of
+    Qwen3-30B-A3B: 128 Ki sums)."""
     grid_barrier(bar_ptr)
     share = gl.cdiv(total, gl.num_programs(0))
     start = gl.program_id(0) * share
