@@ -135,6 +135,13 @@ def test_gluon_descriptors_that_differ_only_in_layout_have_different_keys(dtype)
     assert launcher.key((narrow, 1.0, 1), 0) == launcher.key((_descriptor(dtype, (16, 128 // dtype.itemsize), 48, 64), 1.0, 1), 0)
 
 
+def test_a_cooperative_launcher_says_so_and_asks_triton_for_a_cooperative_grid():
+    cooperative = Launcher(_scale_kernel, num_warps=4, cooperative=True, BLOCK=32, TWICE=False)
+    plain = Launcher(_scale_kernel, num_warps=4, BLOCK=32, TWICE=False)
+    assert cooperative.cooperative is True and plain.cooperative is False
+    assert cooperative._options["launch_cooperative_grid"] is True and "launch_cooperative_grid" not in plain._options
+
+
 def test_a_misaligned_pointer_has_no_key():
     launcher = Launcher(_scale_kernel, num_warps=4, BLOCK=32, TWICE=False)
     x = torch.zeros(64, dtype=torch.float16)
