@@ -288,18 +288,24 @@ class TokenRowsDispatcher(Dispatcher):
         if self.fp8:
             bufs.stage_hidden[: hidden_states.shape[0]].copy_(hidden_states)
             return
-        words = hidden_states.contiguous().view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
-        target = self.blocks(self.layout.hidden_words(bufs.send))[:, : words.shape[0]]
-        target.copy_(words.unsqueeze(0).expand_as(target))
+        self.into_every_block(self.layout.hidden_words(bufs.send), self.as_words(hidden_states))
 
     def write_fp8_hidden(self, bufs: RowBuffers) -> None:
         """The fp8 codes and scales of every staged row into its row of every block (rows past the forward's tokens
         carry earlier tokens' codes, which no expert reads)."""
         q = fp8_rows.quantize_rows(bufs.stage_hidden)
-        codes = q.data.view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
-        for target, source in ((self.layout.hidden_words(bufs.send), codes), (self.layout.scales(bufs.send), q.scale)):
-            blocks = self.blocks(target)
-            blocks.copy_(source.unsqueeze(0).expand_as(blocks))
+        self.into_every_block(self.layout.hidden_words(bufs.send), self.as_words(q.data))
+        self.into_every_block(self.layout.scales(bufs.send), q.scale)
+
+    def as_words(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Hidden states (the layer's dtype, or fp8 codes) ``[n, H]`` as the words of the rows' hidden part."""
+        return hidden.contiguous().view(torch.uint8).view(word_dtype(self.layout.hidden_bytes))
+
+    def into_every_block(self, rows: torch.Tensor, source: torch.Tensor) -> None:
+        """``source`` [n, ...] into the first ``n`` of ``rows`` [N * R, ...] in every destination's block (one
+        broadcast copy)."""
+        target = self.blocks(rows)[:, : source.shape[0]]
+        target.copy_(source.unsqueeze(0).expand_as(target))
 
     def combine(self, expert_output: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         t, bufs = dispatched.state

@@ -3,8 +3,8 @@
 Validated on an H200 (:data:`VALIDATION`) and ranked below ``triton``, whose support covers all of its own: automatic
 selection picks it only where a measured ranking puts it first (the H200's: Qwen3-30B-A3B bf16 at 1 and 3 to 11 tokens,
 docs/benchmarks/gluon-decode-h200.md); ``MOE_CORE_BACKEND=triton_ws_sm90`` (or a layer's explicit backend) runs it
-anywhere it is supported. Forwards the decode kernel does not take (more than :data:`DECODE_MAX_TOKENS` tokens, the router weight on the
-input, a deterministic kernel) run the ``triton`` backend's kernels.
+anywhere it is supported. Forwards the decode kernel does not take (more than :data:`DECODE_MAX_TOKENS` tokens, the
+router weight on the input, a deterministic kernel) run the ``triton`` backend's kernels.
 """
 
 from __future__ import annotations
